@@ -1,0 +1,330 @@
+"""Activation: on import, through torch's autoload, in scopes; and the status report.
+
+Nothing here imports torch, ``torch._dynamo``, dm-tree or optree: this module loads into
+every program that imports torch, so it only arms a post-import hook. The twins are
+registered once ``torch._dynamo`` and a mirrored library are both imported, whichever
+comes first.
+
+The mode (``twins_enabled``) is process-wide, like ``torch._dynamo.config``: a scope
+entered in one thread applies to what every thread traces until it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import threading
+import types
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+__all__ = [
+    "ENV_SWITCH",
+    "DynamoTreeCompatWarning",
+    "activate",
+    "disabled",
+    "enabled",
+    "Status",
+    "install",
+    "status",
+    "uninstall",
+]
+
+#: Set to ``0`` to turn off activation on import and through autoload.
+ENV_SWITCH = "DYNAMO_TREE_COMPAT"
+DYNAMO_MODULE = "torch._dynamo"
+#: The import names of the mirrored libraries.
+LIBRARY_MODULES = ("tree",)
+
+#: Whether traced calls use the twins; the registered gates read it and Dynamo guards it.
+twins_enabled = False
+#: How the package was activated: "import", "autoload", "install()", or None.
+activated_by: str | None = None
+#: Whether the post-import hook is armed (by activation or a scope).
+armed = False
+_warned = False
+_lock = threading.RLock()
+
+
+class DynamoTreeCompatWarning(RuntimeWarning):
+    """dynamo-tree-compat could not activate; torch keeps its own behaviour."""
+
+
+def switched_off() -> bool:
+    """Whether ``DYNAMO_TREE_COMPAT=0`` turns off global activation."""
+    return os.environ.get(ENV_SWITCH, "1").strip() == "0"
+
+
+def warn_once(reason: str) -> None:
+    """Issues the package's single warning; later failures stay silent."""
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            f"dynamo-tree-compat is doing nothing: {reason}", DynamoTreeCompatWarning, stacklevel=3
+        )
+
+
+def _register_now() -> None:
+    """Registers the twins, if Dynamo and at least one mirrored library are imported."""
+    if DYNAMO_MODULE not in sys.modules:
+        return
+    if not any(name in sys.modules for name in LIBRARY_MODULES):
+        return
+    try:
+        from . import substitutions
+
+        outcome = substitutions.install()
+    except Exception as error:  # noqa: BLE001 - must never break the user's program
+        warn_once(f"registering the twins failed with {type(error).__name__}: {error}")
+        return
+    reasons = {reason for reason in outcome.values() if reason != "registered"}
+    if outcome and len(reasons) == 1 and "registered" not in outcome.values():
+        reason = reasons.pop()
+        if reason.startswith("torch is older"):
+            warn_once(reason)
+
+
+class _NotifyingLoader(importlib.abc.Loader):
+    """Runs the real loader, then tells the watcher the module is ready."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        # Put the real loader back first, for anything that inspects the module.
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        _on_imported(module.__name__)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+class _ImportWatcher(importlib.abc.MetaPathFinder):
+    """A post-import hook for Dynamo and the mirrored libraries."""
+
+    watched = frozenset((DYNAMO_MODULE, *LIBRARY_MODULES))
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.watched:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _NotifyingLoader(spec.loader)
+                return spec
+        return None
+
+
+_watcher = _ImportWatcher()
+
+
+def _on_imported(name: str) -> None:
+    try:
+        if armed:
+            _register_now()
+    except Exception as error:  # noqa: BLE001 - runs inside the user's import statement
+        warn_once(f"the post-import hook for {name} failed: {error}")
+
+
+def arm() -> None:
+    """Registers the twins now if their modules are loaded, and as soon as they load."""
+    global armed
+    with _lock:
+        if not armed:
+            armed = True
+            if _watcher not in sys.meta_path:
+                sys.meta_path.insert(0, _watcher)
+        _register_now()
+
+
+def activate(how: str) -> bool:
+    """Global activation, as on import or autoload; does nothing if switched off.
+
+    Returns whether the package is active afterwards. Never raises.
+    """
+    global twins_enabled, activated_by
+    try:
+        if switched_off():
+            return False
+        with _lock:
+            # The autoload entry point imports the package first: it names the real cause.
+            if activated_by is None or (how == "autoload" and activated_by == "import"):
+                activated_by = how
+            twins_enabled = True
+            arm()
+        return True
+    except Exception as error:  # noqa: BLE001 - runs inside import torch
+        warn_once(f"activation failed with {type(error).__name__}: {error}")
+        return False
+
+
+def install() -> None:
+    """Activates the package explicitly, whatever ``DYNAMO_TREE_COMPAT`` says.
+
+    >>> import dynamo_tree_compat
+    >>> dynamo_tree_compat.install()
+    >>> dynamo_tree_compat.status().mode
+    'on'
+    """
+    global twins_enabled, activated_by
+    with _lock:
+        if activated_by is None:
+            activated_by = "install()"
+        twins_enabled = True
+        arm()
+
+
+def uninstall() -> None:
+    """Removes every registration and the import hook; traced code breaks as before.
+
+    >>> import dynamo_tree_compat
+    >>> dynamo_tree_compat.uninstall()
+    >>> dynamo_tree_compat.status().mode
+    'off'
+    >>> dynamo_tree_compat.install()
+    """
+    global twins_enabled, activated_by, armed
+    with _lock:
+        twins_enabled = False
+        activated_by = None
+        armed = False
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(_watcher)
+        if "dynamo_tree_compat.substitutions" in sys.modules:
+            from . import substitutions
+
+            substitutions.uninstall()
+
+
+class _Mode(contextlib.ContextDecorator):
+    """Sets the mode for what is traced inside; restores the outer mode on exit."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self._saved: list[bool] = []
+
+    def __enter__(self) -> _Mode:
+        global twins_enabled
+        with _lock:
+            if self.on:
+                arm()
+            self._saved.append(twins_enabled)
+            twins_enabled = self.on
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        global twins_enabled
+        with _lock:
+            twins_enabled = self._saved.pop()
+
+
+def enabled() -> _Mode:
+    """Traces tree calls with the twins inside this scope, whatever the global setting.
+
+    Usable as a context manager or a decorator. Dynamo guards on the mode: a function
+    compiled inside and called outside recompiles once.
+
+    >>> import dynamo_tree_compat
+    >>> with dynamo_tree_compat.enabled():
+    ...     dynamo_tree_compat.status().mode
+    'on'
+    """
+    return _Mode(True)
+
+
+def disabled() -> _Mode:
+    """Lets tree calls break the graph inside this scope, as without this package.
+
+    >>> import dynamo_tree_compat
+    >>> with dynamo_tree_compat.disabled():
+    ...     dynamo_tree_compat.status().mode
+    'off'
+    """
+    return _Mode(False)
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where the package stands in this process: see :func:`status`."""
+
+    #: Versions of Python, torch and the mirrored libraries (None: not installed).
+    versions: dict[str, str | None]
+    #: "on" if traced tree calls use the twins now, else "off".
+    mode: str
+    #: "import", "autoload" or "install()"; None if not activated.
+    activated_by: str | None
+    #: Whether DYNAMO_TREE_COMPAT=0 is set.
+    switched_off: bool
+    #: Whether torch._dynamo is imported (the twins register only then).
+    dynamo_imported: bool
+    #: For each original: "registered", or why not.
+    functions: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        lines = [f"{name}: {version or 'not installed'}" for name, version in self.versions.items()]
+        how = self.activated_by or ("off (DYNAMO_TREE_COMPAT=0)" if self.switched_off else "off")
+        lines += [f"mode: {self.mode}", f"activated by: {how}"]
+        lines += [f"  {name}: {state}" for name, state in self.functions.items()]
+        return "\n".join(lines)
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def status() -> Status:
+    """A structured report: versions, mode, how the package was activated, coverage.
+
+    >>> import dynamo_tree_compat
+    >>> report = dynamo_tree_compat.status()
+    >>> report.mode in ("on", "off"), "tree.flatten" in report.functions
+    (True, True)
+    """
+    from . import substitutions
+
+    versions = {"python": sys.version.split()[0]}
+    for distribution in ("torch", *substitutions.LIBRARIES):
+        versions[distribution] = _version(distribution)
+    functions = {}
+    for library, (module_name, _, table) in substitutions.LIBRARIES.items():
+        for substitution in table:
+            name = substitution.original_name
+            if name in substitutions.REGISTERED:
+                functions[name] = "registered"
+            elif name in substitutions.NOT_REGISTERED:
+                functions[name] = substitutions.NOT_REGISTERED[name]
+            elif versions[library] is None:
+                functions[name] = f"unavailable: {library} is not installed"
+            elif not armed:
+                functions[name] = "not registered: the package is not activated"
+            else:
+                functions[name] = f"pending: registers once torch._dynamo and {module_name} load"
+    return Status(
+        versions=versions,
+        mode="on" if twins_enabled else "off",
+        activated_by=activated_by,
+        switched_off=switched_off(),
+        dynamo_imported=DYNAMO_MODULE in sys.modules,
+        functions=functions,
+    )

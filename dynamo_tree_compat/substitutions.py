@@ -1,0 +1,194 @@
+"""The registry: which original function each traceable twin stands in for.
+
+Each :class:`Substitution` names an original by module and attribute, and the twin that
+Dynamo traces in its place. :func:`install` registers them with
+``torch.compiler.substitute_in_graph``; the originals themselves are never replaced, so
+eager calls still run the C library, at the C library's cost.
+
+>>> [s.original_name for s in DM_TREE][:3]
+['tree.is_nested', 'tree.flatten', 'tree.flatten_with_path']
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _dynamo_compat, activation, dmtree
+
+__all__ = [
+    "DM_TREE",
+    "LIBRARIES",
+    "REGISTERED",
+    "Substitution",
+    "install",
+    "uninstall",
+]
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """One original function and the twin Dynamo traces in its place."""
+
+    library: str
+    module: str
+    name: str
+    twin: Callable[..., Any]
+
+    @property
+    def original_name(self) -> str:
+        """The original's import path, such as ``tree.flatten``."""
+        return f"{self.module}.{self.name}"
+
+    def original(self) -> Callable[..., Any] | None:
+        """The original function, if its module is imported and has it."""
+        module = sys.modules.get(self.module)
+        return getattr(module, self.name, None)
+
+
+def _dm_tree(name: str) -> Substitution:
+    return Substitution("dm-tree", "tree", name, getattr(dmtree, name))
+
+
+DM_TREE: tuple[Substitution, ...] = tuple(
+    _dm_tree(name)
+    for name in (
+        "is_nested",
+        "flatten",
+        "flatten_with_path",
+        "flatten_up_to",
+        "flatten_with_path_up_to",
+        "unflatten_as",
+        "map_structure",
+        "map_structure_with_path",
+        "map_structure_up_to",
+        "map_structure_with_path_up_to",
+        "assert_same_structure",
+        "traverse",
+        "traverse_with_path",
+        "_sequence_like",
+        "_yield_sorted_items",
+        "_yield_value",
+        "_is_namedtuple",
+        "_is_attrs",
+        "_sorted",
+        "_assert_shallow_structure",
+    )
+)
+
+
+def _is_dm_tree(module: Any) -> bool:
+    # Another distribution could own the name "tree"; dm-tree has a C core named _tree.
+    return hasattr(module, "_tree") and hasattr(module, "map_structure_up_to")
+
+
+#: For each mirrored library: its distribution name, import name, check, substitutions.
+LIBRARIES: dict[str, tuple[str, Callable[[Any], bool], tuple[Substitution, ...]]] = {
+    "dm-tree": ("tree", _is_dm_tree, DM_TREE),
+}
+
+
+def _do_nothing() -> None:
+    """Stands in, while tracing, for twins' eager-only side effects (stderr, logging)."""
+
+
+# Our own helpers whose side effects have no place in a graph.
+_QUIET_WHILE_TRACING: tuple[Callable[[], None], ...] = (
+    dmtree._warn_about_set,
+    dmtree._check_types_deprecated,
+)
+
+#: What install() registered: original's import path -> (original, Dynamo's handle).
+REGISTERED: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+#: Why a substitution is not registered, by the original's import path.
+NOT_REGISTERED: dict[str, str] = {}
+_helpers_registered: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
+_lock = threading.RLock()
+
+
+def _gate(twin: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps ``twin`` so that, with the mode off, tracing breaks at the user's call."""
+    graph_break = _dynamo_compat.graph_break_function()
+
+    def gate(*args: Any, **kwargs: Any) -> Any:
+        # Dynamo guards on this flag, so toggling the mode recompiles.
+        if not activation.twins_enabled:
+            graph_break()
+        return twin(*args, **kwargs)
+
+    gate.__name__ = gate.__qualname__ = twin.__name__
+    gate.__doc__ = twin.__doc__
+    return gate
+
+
+def install() -> dict[str, str]:
+    """Registers every twin whose library is imported. Idempotent.
+
+    Returns a map from each original's import path to what happened to it this time:
+    ``"registered"``, or the reason it was not.
+    """
+    with _lock:
+        unsupported = _dynamo_compat.substitution_support()
+        outcome: dict[str, str] = {}
+        for library, (module_name, is_library, substitutions) in LIBRARIES.items():
+            module = sys.modules.get(module_name)
+            for substitution in substitutions:
+                key = substitution.original_name
+                if key in REGISTERED:
+                    continue
+                if unsupported:
+                    reason = unsupported
+                elif module is None:
+                    reason = f"{library} is not imported"
+                elif not is_library(module):
+                    reason = f"the module {module_name!r} is not {library}"
+                elif substitution.original() is None:
+                    reason = f"this {library} has no {substitution.name}"
+                else:
+                    reason = _register(substitution)
+                    if reason is None and library == "dm-tree":
+                        dmtree._dm_tree_map_to_none = module.MAP_TO_NONE
+                if reason is None:
+                    outcome[key] = "registered"
+                    NOT_REGISTERED.pop(key, None)
+                else:
+                    outcome[key] = NOT_REGISTERED[key] = reason
+        if REGISTERED and not _helpers_registered:
+            for helper in _QUIET_WHILE_TRACING:
+                _helpers_registered.append((helper, _dynamo_compat.substitute(helper, _do_nothing)))
+        return outcome
+
+
+def _register(substitution: Substitution) -> str | None:
+    original = substitution.original()
+    try:
+        handle = _dynamo_compat.substitute(original, _gate(substitution.twin))
+    except ValueError as error:  # something else already handles it
+        return f"already handled elsewhere: {error}"
+    REGISTERED[substitution.original_name] = (original, handle)
+    return None
+
+
+def uninstall() -> list[str]:
+    """Removes every registration install() made; returns those torch would not let go."""
+    with _lock:
+        stuck = []
+        for key, (original, handle) in list(REGISTERED.items()):
+            if _dynamo_compat.unsubstitute(original, handle):
+                del REGISTERED[key]
+            else:
+                stuck.append(key)
+        return stuck
+
+
+def import_library(library: str) -> Any | None:
+    """Imports a mirrored library by distribution name; None if it is not installed."""
+    module_name = LIBRARIES[library][0]
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:
+        return None

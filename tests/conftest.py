@@ -1,0 +1,23 @@
+"""Hypothesis profiles: a quick one for CI (the default) and a long one behind DTC_FUZZ=long."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    derandomize=True,
+)
+settings.register_profile(
+    "long",
+    max_examples=100_000,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+settings.load_profile("long" if os.environ.get("DTC_FUZZ") == "long" else "ci")

@@ -1,0 +1,270 @@
+"""Generated nested structures of every container kind dm-tree knows, and comparisons.
+
+A strategy draws a *spec*, a plain description of a structure; :func:`build` turns a
+spec into fresh objects each time, so that a function that mutates its input (a
+defaultdict grows keys when looked up) cannot spoil the other side of a comparison.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import types
+from collections import abc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attr
+import numpy as np
+import torch
+import wrapt
+from hypothesis import strategies as st
+
+Spec = tuple[Any, ...]
+
+# --- Container classes used in specs ---------------------------------------------------
+
+_NAMEDTUPLES: dict[int, type] = {}
+_NAMEDTUPLE_SUBCLASSES: dict[int, type] = {}
+_ATTRS: dict[int, type] = {}
+
+
+def namedtuple_class(arity: int) -> type:
+    if arity not in _NAMEDTUPLES:
+        _NAMEDTUPLES[arity] = collections.namedtuple(f"Point{arity}", [f"f{i}" for i in range(arity)])
+    return _NAMEDTUPLES[arity]
+
+
+def namedtuple_subclass(arity: int) -> type:
+    if arity not in _NAMEDTUPLE_SUBCLASSES:
+        _NAMEDTUPLE_SUBCLASSES[arity] = type(f"SubPoint{arity}", (namedtuple_class(arity),), {})
+    return _NAMEDTUPLE_SUBCLASSES[arity]
+
+
+def attrs_class(arity: int) -> type:
+    if arity not in _ATTRS:
+        fields = {f"a{i}": attr.ib() for i in range(arity)}
+        _ATTRS[arity] = attr.make_class(f"Record{arity}", fields)
+    return _ATTRS[arity]
+
+
+class ReadOnlyMapping(abc.Mapping):
+    """A user Mapping that is not a dict."""
+
+    def __init__(self, items: Any = ()) -> None:
+        self._data = dict(items)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"ReadOnlyMapping({self._data!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and list(self._data.items()) == list(other._data.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# --- Specs -----------------------------------------------------------------------------
+
+SEQUENCE_KINDS = ("list", "tuple", "namedtuple", "namedtuple_subclass", "deque", "attrs", "proxy")
+MAPPING_KINDS = ("dict", "ordereddict", "defaultdict", "mapping", "mappingproxy")
+VIEW_KINDS = ("keys", "values", "items")
+LEAF_KINDS = ("int", "str", "bytes", "none", "float", "array", "set", "bytearray")
+
+_sortable_keys = st.one_of(
+    st.sampled_from(["a", "b", "c", "d", "e", "aa"]), st.integers(min_value=-3, max_value=3)
+)
+
+
+def leaves() -> st.SearchStrategy[Spec]:
+    return st.one_of(
+        st.integers(min_value=-5, max_value=50).map(lambda v: ("int", v)),
+        st.sampled_from(["x", "yy", ""]).map(lambda v: ("str", v)),
+        st.just(("none", None)),
+        st.sampled_from([b"", b"ab"]).map(lambda v: ("bytes", v)),
+        st.sampled_from([0.5, -1.0]).map(lambda v: ("float", v)),
+        st.integers(0, 3).map(lambda v: ("array", v)),
+        st.just(("set", (1, 2))),
+        st.just(("bytearray", b"ab")),
+    )
+
+
+def _keys(count: int, unsortable: bool) -> st.SearchStrategy[list[Any]]:
+    if unsortable:
+        return st.lists(st.one_of(st.sampled_from(["k", "j"]), st.integers(0, 2)), min_size=count,
+                        max_size=count, unique=True)
+    return st.lists(_sortable_keys, min_size=count, max_size=count, unique=True).filter(
+        lambda keys: _sorts(keys)
+    )
+
+
+def _sorts(keys: list[Any]) -> bool:
+    try:
+        sorted(keys)
+    except TypeError:
+        return False
+    return True
+
+
+@st.composite
+def _node(draw: Any, children: st.SearchStrategy[Spec], unsortable: bool) -> Spec:
+    kind = draw(st.sampled_from(SEQUENCE_KINDS + MAPPING_KINDS + VIEW_KINDS))
+    items = draw(st.lists(children, max_size=4))
+    if kind in MAPPING_KINDS or kind in VIEW_KINDS:
+        keys = draw(_keys(len(items), unsortable and draw(st.booleans())))
+        return (kind, tuple(zip(keys, items)))
+    if kind == "proxy":
+        # dm-tree caches a proxy's kind by type(proxy), so the first proxy it meets decides
+        # for all; proxies of sequences are the ones whose answer never changes.
+        inner = draw(st.sampled_from(["list", "tuple", "namedtuple"]))
+        return ("proxy", ((inner, tuple(items)),))
+    return (kind, tuple(items))
+
+
+def specs(max_leaves: int = 12, unsortable: bool = False) -> st.SearchStrategy[Spec]:
+    """Specs of nested structures mixing every container kind."""
+    return st.recursive(
+        leaves(), lambda children: _node(children, unsortable), max_leaves=max_leaves
+    )
+
+
+# --- Building --------------------------------------------------------------------------
+
+
+def build(spec: Spec, leaf: Callable[[Spec], Any] | None = None) -> Any:
+    """Fresh objects for ``spec``; ``leaf`` may replace how leaves are made."""
+    kind, payload = spec
+    if kind in LEAF_KINDS:
+        return leaf(spec) if leaf else _build_leaf(kind, payload)
+    if kind == "proxy":
+        return wrapt.ObjectProxy(build(payload[0], leaf))
+    if kind in MAPPING_KINDS or kind in VIEW_KINDS:
+        pairs = [(key, build(child, leaf)) for key, child in payload]
+        if kind == "dict":
+            return dict(pairs)
+        if kind == "ordereddict":
+            return collections.OrderedDict(pairs)
+        if kind == "defaultdict":
+            return collections.defaultdict(list, pairs)
+        if kind == "mapping":
+            return ReadOnlyMapping(pairs)
+        if kind == "mappingproxy":
+            return types.MappingProxyType(dict(pairs))
+        view = dict(pairs)
+        return {"keys": view.keys, "values": view.values, "items": view.items}[kind]()
+    items = [build(child, leaf) for child in payload]
+    if kind == "list":
+        return items
+    if kind == "tuple":
+        return tuple(items)
+    if kind == "deque":
+        return collections.deque(items)
+    if kind == "namedtuple":
+        return namedtuple_class(len(items))(*items)
+    if kind == "namedtuple_subclass":
+        return namedtuple_subclass(len(items))(*items)
+    if kind == "attrs":
+        return attrs_class(len(items))(*items)
+    raise AssertionError(kind)
+
+
+def _build_leaf(kind: str, payload: Any) -> Any:
+    if kind == "array":
+        return np.arange(payload)
+    if kind == "set":
+        return set(payload)
+    if kind == "bytearray":
+        return bytearray(payload)
+    return payload
+
+
+def tensor_leaves(spec: Spec) -> Any:
+    """Turns numeric leaves into tensors, for compiled runs; keeps the others."""
+    kind, payload = spec
+    if kind in ("int", "float"):
+        return torch.full((2,), float(payload))
+    if kind == "array":
+        return torch.arange(payload)
+    return _build_leaf(kind, payload)
+
+
+# --- Comparing -------------------------------------------------------------------------
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def normalize(message: str) -> str:
+    """Drops memory addresses, which differ between any two runs."""
+    return _ADDRESS.sub("0x?", message)
+
+
+def assert_identical(expected: Any, actual: Any, where: str = "root") -> None:
+    """Same types all the way down, same order of keys, equal leaves."""
+    assert type(expected) is type(actual), f"{where}: {type(expected)} != {type(actual)}"
+    if isinstance(expected, wrapt.ObjectProxy):
+        assert_identical(expected.__wrapped__, actual.__wrapped__, where + ".__wrapped__")
+    elif isinstance(expected, torch.Tensor):
+        assert expected.dtype == actual.dtype and torch.equal(expected, actual), where
+    elif isinstance(expected, np.ndarray):
+        assert np.array_equal(expected, actual), where
+    elif isinstance(expected, collections.defaultdict):
+        assert expected.default_factory is actual.default_factory, where
+        _assert_items(expected.items(), actual.items(), where)
+    elif isinstance(expected, (abc.Mapping, abc.ItemsView)):
+        _assert_items(expected.items() if isinstance(expected, abc.Mapping) else expected,
+                      actual.items() if isinstance(actual, abc.Mapping) else actual, where)
+    elif attr.has(type(expected)):
+        for field in attr.fields(type(expected)):
+            assert_identical(getattr(expected, field.name), getattr(actual, field.name),
+                             f"{where}.{field.name}")
+    elif isinstance(expected, (list, tuple, collections.deque, abc.KeysView, abc.ValuesView)):
+        expected_items, actual_items = list(expected), list(actual)
+        assert len(expected_items) == len(actual_items), f"{where}: lengths differ"
+        for index, (left, right) in enumerate(zip(expected_items, actual_items)):
+            assert_identical(left, right, f"{where}[{index}]")
+    else:
+        assert expected == actual, f"{where}: {expected!r} != {actual!r}"
+
+
+def _assert_items(expected: Any, actual: Any, where: str) -> None:
+    expected_items, actual_items = list(expected), list(actual)
+    assert [k for k, _ in expected_items] == [k for k, _ in actual_items], f"{where}: keys differ"
+    for key, value in expected_items:
+        assert_identical(value, dict(actual_items)[key], f"{where}[{key!r}]")
+
+
+def outcome(function: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, Any, Any]:
+    """What a call ends in: ``("returned", value, None)`` or ``("raised", type, message)``."""
+    try:
+        return ("returned", function(*args, **kwargs), None)
+    except Exception as error:  # noqa: BLE001 - the outcome is the thing compared
+        return ("raised", type(error), normalize(str(error)))
+
+
+def _c_internal_error(raised: tuple[str, Any, Any]) -> bool:
+    """dm-tree's C core raises SystemError (and kin) after a failed key sort it ignored."""
+    _, error_type, message = raised
+    return error_type is SystemError or (
+        error_type is AttributeError and "has no attribute '__class__'" in message
+    )
+
+
+def assert_same_outcome(expected: tuple[str, Any, Any], actual: tuple[str, Any, Any]) -> None:
+    """The twin's outcome matches the C library's; see README for the one divergence."""
+    if expected[0] == "raised" and _c_internal_error(expected):
+        assert actual[0] == "raised" and actual[1] is TypeError, actual
+        assert "not supported between instances" in actual[2], actual
+        return
+    assert expected[0] == actual[0], f"C library {expected[0]} {expected[1:]}, twin {actual}"
+    if expected[0] == "raised":
+        assert (expected[1], expected[2]) == (actual[1], actual[2])
+    else:
+        assert_identical(expected[1], actual[1])
