@@ -14,6 +14,7 @@ from typing import Any
 __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
     "dynamo_imported",
+    "guard_on_flag",
     "graph_break_function",
     "substitute",
     "substitution_support",
@@ -74,6 +75,40 @@ def _registration_tables() -> tuple[dict[Any, Any], Any, dict[Any, Any], dict[An
     ):
         return None
     return tables
+
+
+def guard_on_flag(original: Callable[..., Any], flag_path: tuple[str, ...]) -> bool:
+    """Makes every graph that meets ``original`` guard on a module-level flag.
+
+    ``flag_path`` names the flag from an importable top-level module, such as
+    ``("dynamo_tree_compat", "activation", "twins_enabled")``. The twin reads the flag
+    too, but where Dynamo retraces a frame after a graph break inside the twin it does
+    not enter the twin again, so that read alone leaves no guard behind. A guard added
+    when Dynamo first meets the original, at the call site, always holds. Returns
+    False, changing nothing, if torch's tables are not as expected.
+    """
+    tables = _registration_tables()
+    if tables is None:
+        return False
+    id_dispatch = tables[0]
+    dispatch = id_dispatch.get(id(original))
+    try:
+        from torch._dynamo.guards import GuardBuilder, install_guard
+        from torch._dynamo.source import AttrSource, ImportSource
+    except ImportError:
+        return False
+    if dispatch is None or not hasattr(GuardBuilder, "CONSTANT_MATCH"):
+        return False
+
+    def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
+        source: Any = ImportSource(flag_path[0])
+        for name in flag_path[1:]:
+            source = AttrSource(source, name)
+        install_guard(source.make_guard(GuardBuilder.CONSTANT_MATCH))
+        return dispatch(builder, value)
+
+    id_dispatch[id(original)] = dispatch_with_flag_guard
+    return True
 
 
 def unsubstitute(original: Callable[..., Any], handle: Callable[..., Any]) -> bool:

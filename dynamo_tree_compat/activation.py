@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import sys
 import threading
@@ -27,10 +28,10 @@ from typing import Any
 __all__ = [
     "ENV_SWITCH",
     "DynamoTreeCompatWarning",
+    "Status",
     "activate",
     "disabled",
     "enabled",
-    "Status",
     "install",
     "status",
     "uninstall",
@@ -293,6 +294,16 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def importable(module_name: str) -> bool:
+    """Whether ``module_name`` can be imported, without importing it."""
+    if module_name in sys.modules:
+        return sys.modules[module_name] is not None
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def status() -> Status:
     """A structured report: versions, mode, how the package was activated, coverage.
 
@@ -310,11 +321,13 @@ def status() -> Status:
     for library, (module_name, _, table) in substitutions.LIBRARIES.items():
         for substitution in table:
             name = substitution.original_name
-            if name in substitutions.REGISTERED:
+            if name in substitutions.UNGUARDED:
+                functions[name] = "registered (scopes apply after torch._dynamo.reset())"
+            elif name in substitutions.REGISTERED:
                 functions[name] = "registered"
             elif name in substitutions.NOT_REGISTERED:
                 functions[name] = substitutions.NOT_REGISTERED[name]
-            elif versions[library] is None:
+            elif not importable(module_name):
                 functions[name] = f"unavailable: {library} is not installed"
             elif not armed:
                 functions[name] = "not registered: the package is not activated"

@@ -289,7 +289,9 @@ def _different_keys(first: Any, second: Any) -> tuple[type[Exception], str]:
     )
 
 
-def _node_mismatch(first: Any, second: Any, check_types: bool) -> tuple[type[Exception], str] | None:
+def _node_mismatch(
+    first: Any, second: Any, check_types: bool
+) -> tuple[type[Exception], str] | None:
     """Compares two nested nodes' kinds and keys, as the C library does before recursing."""
     if not check_types:
         return None
@@ -319,12 +321,14 @@ def _node_mismatch(first: Any, second: Any, check_types: bool) -> tuple[type[Exc
         for key in first:
             try:
                 second[key]
-            except Exception:
+            except Exception:  # noqa: BLE001 - the C library's PyMapping_HasKey swallows all
                 return _different_keys(first, second)
     return None
 
 
-def _structure_mismatch(first: Any, second: Any, check_types: bool) -> tuple[type[Exception], str] | None:
+def _structure_mismatch(
+    first: Any, second: Any, check_types: bool
+) -> tuple[type[Exception], str] | None:
     """The first difference between two structures, in the C library's words, or None.
 
     The C library walks both structures depth first and notices a length difference
@@ -455,10 +459,7 @@ def _sequence_like(instance: Any, args: Iterable[Any]) -> Any:
         try:
             if _is_attrs(instance):
                 return instance_type(
-                    **{
-                        field.name: arg
-                        for field, arg in zip(instance_type.__attrs_attrs__, args)
-                    }
+                    **{field.name: arg for field, arg in zip(instance_type.__attrs_attrs__, args)}
                 )
             return instance_type(*args)
         except Exception as error:
@@ -687,7 +688,7 @@ def assert_same_structure(a: Any, b: Any, check_types: bool = True) -> None:
     except (ValueError, TypeError) as error:
         first = map_structure(_dot, a)
         second = map_structure(_dot, b)
-        raise type(error)(
+        raise type(error)(  # noqa: B904 - dm-tree keeps the first error as the context
             f"{error}\nEntire first structure:\n{first}\nEntire second structure:\n{second}"
         )
 

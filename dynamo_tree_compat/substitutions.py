@@ -104,6 +104,11 @@ _QUIET_WHILE_TRACING: tuple[Callable[[], None], ...] = (
 
 #: What install() registered: original's import path -> (original, Dynamo's handle).
 REGISTERED: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+#: Where the mode flag lives, from the top-level package; the gates read it.
+MODE_FLAG = ("dynamo_tree_compat", "activation", "twins_enabled")
+#: Registered originals whose graphs do not guard on the mode (torch's tables moved):
+#: scopes then take effect only after torch._dynamo.reset().
+UNGUARDED: set[str] = set()
 #: Why a substitution is not registered, by the original's import path.
 NOT_REGISTERED: dict[str, str] = {}
 _helpers_registered: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
@@ -170,6 +175,8 @@ def _register(substitution: Substitution) -> str | None:
     except ValueError as error:  # something else already handles it
         return f"already handled elsewhere: {error}"
     REGISTERED[substitution.original_name] = (original, handle)
+    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG):
+        UNGUARDED.add(substitution.original_name)
     return None
 
 

@@ -31,7 +31,9 @@ _ATTRS: dict[int, type] = {}
 
 def namedtuple_class(arity: int) -> type:
     if arity not in _NAMEDTUPLES:
-        _NAMEDTUPLES[arity] = collections.namedtuple(f"Point{arity}", [f"f{i}" for i in range(arity)])
+        _NAMEDTUPLES[arity] = collections.namedtuple(
+            f"Point{arity}", [f"f{i}" for i in range(arity)]
+        )
     return _NAMEDTUPLES[arity]
 
 
@@ -99,8 +101,12 @@ def leaves() -> st.SearchStrategy[Spec]:
 
 def _keys(count: int, unsortable: bool) -> st.SearchStrategy[list[Any]]:
     if unsortable:
-        return st.lists(st.one_of(st.sampled_from(["k", "j"]), st.integers(0, 2)), min_size=count,
-                        max_size=count, unique=True)
+        return st.lists(
+            st.one_of(st.sampled_from(["k", "j"]), st.integers(0, 2)),
+            min_size=count,
+            max_size=count,
+            unique=True,
+        )
     return st.lists(_sortable_keys, min_size=count, max_size=count, unique=True).filter(
         lambda keys: _sorts(keys)
     )
@@ -219,12 +225,16 @@ def assert_identical(expected: Any, actual: Any, where: str = "root") -> None:
         assert expected.default_factory is actual.default_factory, where
         _assert_items(expected.items(), actual.items(), where)
     elif isinstance(expected, (abc.Mapping, abc.ItemsView)):
-        _assert_items(expected.items() if isinstance(expected, abc.Mapping) else expected,
-                      actual.items() if isinstance(actual, abc.Mapping) else actual, where)
+        _assert_items(
+            expected.items() if isinstance(expected, abc.Mapping) else expected,
+            actual.items() if isinstance(actual, abc.Mapping) else actual,
+            where,
+        )
     elif attr.has(type(expected)):
         for field in attr.fields(type(expected)):
-            assert_identical(getattr(expected, field.name), getattr(actual, field.name),
-                             f"{where}.{field.name}")
+            assert_identical(
+                getattr(expected, field.name), getattr(actual, field.name), f"{where}.{field.name}"
+            )
     elif isinstance(expected, (list, tuple, collections.deque, abc.KeysView, abc.ValuesView)):
         expected_items, actual_items = list(expected), list(actual)
         assert len(expected_items) == len(actual_items), f"{where}: lengths differ"

@@ -140,8 +140,17 @@ def test_traces_on_structure_passed_in(name: str) -> None:
     assert_identical(call(make_mixed(x)), compiled(call)(make_mixed(x)))
 
 
-@pytest.mark.parametrize("name", ["flatten", "map_structure", "flatten_with_path", "_yield_value",
-                                  "assert_same_structure", "unflatten_as"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "flatten",
+        "map_structure",
+        "flatten_with_path",
+        "_yield_value",
+        "assert_same_structure",
+        "unflatten_as",
+    ],
+)
 def test_traces_mapping_views_built_inside(name: str) -> None:
     call = CALLS[name]
 
@@ -210,8 +219,14 @@ def test_generated_structures_trace_like_eager(spec: Spec) -> None:
         return  # Dynamo cannot take wrapt proxies or mapping views as inputs
     torch._dynamo.reset()
     structure = build(spec, tensor_leaves)
-    for name in ("flatten", "map_structure", "flatten_with_path", "assert_same_structure",
-                 "map_structure_with_path", "unflatten_as"):
+    for name in (
+        "flatten",
+        "map_structure",
+        "flatten_with_path",
+        "assert_same_structure",
+        "map_structure_with_path",
+        "unflatten_as",
+    ):
         call = CALLS[name]
         expected = outcome(call, build(spec, tensor_leaves))
         if expected[0] == "raised":

@@ -66,7 +66,7 @@ def mutated(draw: Any, spec: Spec) -> Spec:
     children = list(payload)
     if change == "kind":
         new_kind = _KIND_SWAPS[kind]
-        keyed = (MAPPING_KINDS + VIEW_KINDS)
+        keyed = MAPPING_KINDS + VIEW_KINDS
         if (kind in keyed) == (new_kind in keyed):
             return (new_kind, payload)
         if new_kind in keyed:
@@ -157,13 +157,13 @@ class Recorder:
         return ("mapped", len(self.calls)) if self.result is None else self.result
 
 
-def both_with_recorder(function_name: str, *specs_: Spec, before: tuple[Any, ...] = (),
-                       **kwargs: Any) -> None:
+def both_with_recorder(
+    function_name: str, *specs_: Spec, before: tuple[Any, ...] = (), **kwargs: Any
+) -> None:
     """Like :func:`both` for functions taking a user callable; compares the calls too."""
     left, right = Recorder(), Recorder()
     expected = outcome(getattr(tree, function_name), *before, left, *map(build, specs_), **kwargs)
-    actual = outcome(getattr(dmtree, function_name), *before, right, *map(build, specs_),
-                     **kwargs)
+    actual = outcome(getattr(dmtree, function_name), *before, right, *map(build, specs_), **kwargs)
     assert_same_outcome(expected, actual)
     assert left.calls == right.calls
 
@@ -175,8 +175,8 @@ def both_with_recorder(function_name: str, *specs_: Spec, before: tuple[Any, ...
 def test_is_nested_flatten_and_paths(spec: Spec) -> None:
     for name in ("is_nested", "flatten", "flatten_with_path", "_is_attrs", "_yield_value"):
         if name.startswith("_yield"):
-            expected = outcome(lambda s: list(getattr(tree, name)(s)), build(spec))
-            actual = outcome(lambda s: list(getattr(dmtree, name)(s)), build(spec))
+            expected = outcome(lambda s, n=name: list(getattr(tree, n)(s)), build(spec))
+            actual = outcome(lambda s, n=name: list(getattr(dmtree, n)(s)), build(spec))
             if spec[0] in LEAF_KINDS:
                 continue  # dm-tree's generator fails on leaves in ways that name the leaf
             assert_same_outcome(expected, actual)
@@ -311,10 +311,13 @@ def test_map_structure_argument_errors() -> None:
         ((len, [1]), {"bogus": 1, "other": 2}),
         ((len, [1], [2]), {"check_types": False}),
     ]:
-        assert_same_outcome(outcome(tree.map_structure, *args, **kwargs),
-                            outcome(dmtree.map_structure, *args, **kwargs))
-    assert_same_outcome(outcome(tree.map_structure_with_path, len),
-                        outcome(dmtree.map_structure_with_path, len))
+        assert_same_outcome(
+            outcome(tree.map_structure, *args, **kwargs),
+            outcome(dmtree.map_structure, *args, **kwargs),
+        )
+    assert_same_outcome(
+        outcome(tree.map_structure_with_path, len), outcome(dmtree.map_structure_with_path, len)
+    )
 
 
 def test_check_types_is_deprecated_in_up_to(caplog: pytest.LogCaptureFixture) -> None:
@@ -334,8 +337,12 @@ def test_set_leaf_warns_once_on_stderr(capfd: pytest.CaptureFixture[str]) -> Non
 def test_self_reference_ends_with_recursion_error() -> None:
     loop: list[Any] = [1]
     loop.append(loop)
-    for function in (dmtree.flatten, lambda s: dmtree.assert_same_structure(s, s),
-                     dmtree.flatten_with_path, lambda s: dmtree.map_structure(abs, s)):
+    for function in (
+        dmtree.flatten,
+        lambda s: dmtree.assert_same_structure(s, s),
+        dmtree.flatten_with_path,
+        lambda s: dmtree.map_structure(abs, s),
+    ):
         with pytest.raises(RecursionError):
             function(loop)
     cycle: dict[str, Any] = {}

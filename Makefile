@@ -1,0 +1,34 @@
+# Every target installs what it needs into .venv first, from scratch on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: doctor test lint fuzz-long benchmark clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+## The main job: what is covered here, and a live before/after graph-break check.
+doctor: $(STAMP)
+	$(BIN)/python -m dynamo_tree_compat
+
+## The test suite, with the quick hypothesis profile, and the linter.
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+## The long fuzz profile (opt-in).
+fuzz-long: $(STAMP)
+	DTC_FUZZ=long $(BIN)/python -m pytest -q tests/test_dmtree_parity.py
+
+benchmark: $(STAMP)
+	$(BIN)/python -m pip install --quiet matplotlib
+	$(BIN)/python benchmarks/compile_time.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info

@@ -1,0 +1,137 @@
+"""The registry: each twin matches its original's signature, registers once, replaces nothing."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import dynamo_tree_compat
+from dynamo_tree_compat import _dynamo_compat, substitutions
+from tests.fresh import run_fresh
+
+tree = pytest.importorskip("tree")
+
+
+@pytest.mark.parametrize("substitution", substitutions.DM_TREE, ids=lambda s: s.original_name)
+def test_twin_has_the_original_signature(substitution: substitutions.Substitution) -> None:
+    original = substitution.original()
+    assert original is not None
+    assert inspect.signature(substitution.twin).parameters.keys() == (
+        inspect.signature(original).parameters.keys()
+    )
+    for name, parameter in inspect.signature(original).parameters.items():
+        twin_parameter = inspect.signature(substitution.twin).parameters[name]
+        assert (twin_parameter.kind, twin_parameter.default) == (parameter.kind, parameter.default)
+
+
+def test_every_substitution_is_registered_here() -> None:
+    torch._dynamo.reset()
+    dynamo_tree_compat.install()
+    assert set(substitutions.REGISTERED) == {s.original_name for s in substitutions.DM_TREE}
+    assert set(dynamo_tree_compat.status().functions.values()) == {"registered"}
+
+
+def test_install_is_idempotent() -> None:
+    before = dict(substitutions.REGISTERED)
+    assert substitutions.install() == {}
+    dynamo_tree_compat.install()
+    assert substitutions.REGISTERED == before
+
+
+def test_originals_are_untouched_in_a_fresh_process() -> None:
+    completed = run_fresh(
+        """
+        import tree
+        before = dict(vars(tree))
+        codes = {name: value.__code__ for name, value in before.items() if callable(value)
+                 and hasattr(value, "__code__")}
+        import dynamo_tree_compat, torch
+        compiled = torch.compile(lambda x: tree.flatten([x, (x,)]), fullgraph=True, backend="eager")
+        compiled(torch.ones(1))
+        after = dict(vars(tree))
+        assert after.keys() == before.keys()
+        assert all(after[name] is value for name, value in before.items()), "an attribute changed"
+        assert all(after[name].__code__ is code for name, code in codes.items())
+        print("untouched")
+        """
+    )
+    assert completed.stdout.strip() == "untouched"
+
+
+def test_registers_whichever_of_dynamo_and_dm_tree_loads_last() -> None:
+    for order in ("import torch._dynamo; import tree", "import tree; import torch._dynamo"):
+        completed = run_fresh(
+            f"""
+            import dynamo_tree_compat
+            {order}
+            import torch
+            from dynamo_tree_compat import substitutions
+            assert "tree.flatten" in substitutions.REGISTERED
+            fn = torch.compile(lambda x: tree.map_structure(abs, {{"a": x}}), fullgraph=True,
+                               backend="eager")
+            print(fn(-torch.ones(1))["a"].item())
+            """
+        )
+        assert completed.stdout.strip() == "1.0"
+
+
+def test_without_dm_tree_installation_does_nothing_and_status_says_so() -> None:
+    completed = run_fresh(
+        """
+        import importlib.machinery, warnings
+        finder = importlib.machinery.PathFinder
+        real_find_spec = finder.find_spec.__func__
+        def find_spec(cls, name, path=None, target=None):  # as if dm-tree were not installed
+            return None if name == "tree" else real_find_spec(cls, name, path, target)
+        finder.find_spec = classmethod(find_spec)
+        warnings.simplefilter("error")
+        import dynamo_tree_compat, torch._dynamo
+        from dynamo_tree_compat import substitutions
+        assert substitutions.REGISTERED == {}
+        print(dynamo_tree_compat.status().functions["tree.flatten"])
+        """
+    )
+    assert completed.stdout.strip() == "unavailable: dm-tree is not installed"
+
+
+def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None:
+    completed = run_fresh(
+        """
+        import warnings, torch.compiler
+        del torch.compiler.substitute_in_graph
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import dynamo_tree_compat, tree, torch._dynamo
+            import tree as again
+        from dynamo_tree_compat import substitutions
+        assert substitutions.REGISTERED == {}
+        messages = [str(w.message) for w in caught if w.category.__name__ ==
+                    "DynamoTreeCompatWarning"]
+        print(len(messages), messages[0])
+        print(dynamo_tree_compat.status().functions["tree.flatten"])
+        """
+    )
+    first, second = completed.stdout.strip().splitlines()
+    assert first == "1 dynamo-tree-compat is doing nothing: " + _dynamo_compat.SUBSTITUTE_UNAVAILABLE
+    assert second == _dynamo_compat.SUBSTITUTE_UNAVAILABLE
+
+
+def test_uninstall_falls_back_when_dynamo_tables_have_moved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_dynamo_compat, "_registration_tables", lambda: None)
+    assert set(substitutions.uninstall()) == set(substitutions.REGISTERED) != set()
+    assert "tree.flatten" in substitutions.REGISTERED  # left in place, still working
+
+
+def test_mode_guard_falls_back_when_dynamo_tables_have_moved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_dynamo_compat, "_registration_tables", lambda: None)
+    assert not _dynamo_compat.guard_on_flag(tree.flatten, substitutions.MODE_FLAG)
+
+
+def test_every_registration_guards_on_the_mode() -> None:
+    assert substitutions.UNGUARDED == set()
