@@ -7,21 +7,32 @@ the callers then fall back to leaving torch as it is.
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
+    "GraphBreak",
+    "GraphBreakRecorder",
     "dynamo_imported",
-    "guard_on_flag",
+    "graph_break_count",
     "graph_break_function",
+    "guard_on_flag",
+    "lookup_backend",
+    "register_log_name",
     "substitute",
     "substitution_support",
+    "torch_polyfills",
     "unsubstitute",
 ]
 
 SUBSTITUTE_UNAVAILABLE = "torch is older than 2.5: it has no torch.compiler.substitute_in_graph"
+LOG_NAME = "dynamo_tree_compat"
+LOG = logging.getLogger(LOG_NAME)
 
 
 def dynamo_imported() -> bool:
@@ -101,6 +112,7 @@ def guard_on_flag(original: Callable[..., Any], flag_path: tuple[str, ...]) -> b
         return False
 
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
+        LOG.debug("Dynamo met %s: tracing its twin", getattr(value, "__qualname__", value))
         source: Any = ImportSource(flag_path[0])
         for name in flag_path[1:]:
             source = AttrSource(source, name)
@@ -141,3 +153,100 @@ def graph_break_function() -> Callable[[], None]:
     import torch._dynamo
 
     return torch._dynamo.graph_break
+
+
+def torch_polyfills() -> dict[Any, Any]:
+    """The functions torch itself traces through polyfills: original -> handler."""
+    tables = _registration_tables()
+    return dict(tables[3]) if tables is not None else {}
+
+
+def register_log_name() -> bool:
+    """Registers ``TORCH_LOGS=+dynamo_tree_compat``; torch parses TORCH_LOGS after autoload."""
+    try:
+        from torch._logging._internal import log_registry, register_log
+    except ImportError:
+        return False
+    if LOG_NAME not in log_registry.log_alias_to_log_qnames:
+        register_log(LOG_NAME, [LOG_NAME])
+    return True
+
+
+def lookup_backend(name: str) -> Callable[..., Any]:
+    """The compiler behind a ``torch.compile(backend=name)`` string."""
+    from torch._dynamo import lookup_backend as lookup
+
+    return lookup(name)
+
+
+def graph_break_count() -> int:
+    """Graph breaks Dynamo has counted in this process since the last reset."""
+    from torch._dynamo.utils import counters
+
+    return sum(counters["graph_break"].values())
+
+
+# --- Reading Dynamo's graph-break log --------------------------------------------------
+
+_GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
+_LOCATION = re.compile(r"Graph break.*? in user code at (.+):(\d+)")
+_USER_MESSAGE = re.compile(r"User-inserted graph break\. Message: (.+)")
+_FRAME = re.compile(r'File "(.+)", line (\d+), in (\S+)')
+
+
+@dataclass
+class GraphBreak:
+    """One graph break, as Dynamo's ``graph_breaks`` log reports it."""
+
+    location: str
+    reason: str
+    message: str
+    frames: list[str] = field(default_factory=list)
+
+
+def parse_graph_break(message: str) -> GraphBreak:
+    """Reads the location, the cause and the user frames from one log message."""
+    found = _LOCATION.search(message)
+    location = f"{found.group(1)}:{found.group(2)}" if found else "<unknown>"
+    reason = "<unknown>"
+    lines = message.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("Graph Break Reason:"):
+            candidates = [line.removeprefix("Graph Break Reason:").strip(), *lines[index + 1 :]]
+            for candidate in candidates:
+                text = candidate.strip()
+                if text and not text.startswith("Encountered graph break when attempting"):
+                    reason = text
+                    break
+            break
+    user_message = _USER_MESSAGE.search(message)
+    if user_message and user_message.group(1).strip() != "None":
+        reason = user_message.group(1).strip()
+    frames = [f"{path}:{line}" for path, line, _ in _FRAME.findall(message)]
+    return GraphBreak(location, reason, message, frames)
+
+
+class GraphBreakRecorder(logging.Handler):
+    """Collects Dynamo's graph-break reports while active, without printing them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.breaks: list[GraphBreak] = []
+        self._saved: tuple[int, bool] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.breaks.append(parse_graph_break(record.getMessage()))
+
+    def __enter__(self) -> GraphBreakRecorder:
+        logger = logging.getLogger(_GRAPH_BREAK_LOGGER)
+        self._saved = (logger.level, logger.propagate)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        logger = logging.getLogger(_GRAPH_BREAK_LOGGER)
+        logger.removeHandler(self)
+        if self._saved is not None:
+            logger.level, logger.propagate = self._saved

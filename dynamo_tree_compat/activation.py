@@ -315,7 +315,7 @@ def status() -> Status:
     from . import substitutions
 
     versions = {"python": sys.version.split()[0]}
-    for distribution in ("torch", *substitutions.LIBRARIES):
+    for distribution in ("torch", "dm-tree", "optree"):
         versions[distribution] = _version(distribution)
     functions = {}
     for library, (module_name, _, table) in substitutions.LIBRARIES.items():

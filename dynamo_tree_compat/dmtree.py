@@ -131,6 +131,16 @@ _NESTED_BUILTINS = (
     type({}.items()),
 )
 _LEAF_BUILTINS = (type(None), bool, int, float, complex, str, bytes, bytearray, frozenset)
+
+
+class _NoSuchType:
+    """Matches no value: the tensor slots below before torch is known."""
+
+
+# Exact tensor types, the commonest leaves, tested first in the hot loops. This module
+# does not import torch; the registry fills these in when it registers the twins.
+_TENSOR: type = _NoSuchType
+_PARAMETER: type = _NoSuchType
 _STRINGS = (str, bytes, bytearray)
 _HEAP_TYPE_FLAG = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 _set_warning_issued = False
@@ -347,23 +357,32 @@ def _structure_mismatch(
                 "The two structures don't have the same number of elements. "
                 f"First structure: {_describe(right[0])}. Second structure: {_describe(right[1])}"
             )
-        left_nested = is_nested(left)
-        if left_nested != is_nested(right):
-            nested, leaf = (left, right) if left_nested else (right, left)
-            return ValueError, (
-                f'Substructure "{_describe(nested)}" is a sequence, while substructure '
-                f'"{_describe(leaf)}" is not'
-            )
-        if not left_nested:
+        kind = type(left)
+        right_kind = type(right)
+        if (kind is _TENSOR or kind is _PARAMETER) and (
+            right_kind is _TENSOR or right_kind is _PARAMETER
+        ):
             continue
-        if check_types:
-            left = _unwrap(left)
-            right = _unwrap(right)
-        mismatch = _node_mismatch(left, right, check_types)
-        if mismatch is not None:
-            return mismatch
-        left_children = _children(left)
-        right_children = _children(right)
+        # Exact lists, tuples and dicts of the same type: the common case, inlined.
+        if kind is right_kind and (kind is list or kind is tuple):
+            left_children = left
+            right_children = right
+        elif kind is dict and right_kind is dict:
+            if check_types:
+                if len(left) != len(right):
+                    return _different_keys(left, right)
+                for key in left:
+                    if key not in right:
+                        return _different_keys(left, right)
+            left_children = [left[key] for key in sorted(left)]
+            right_children = [right[key] for key in sorted(right)]
+        else:
+            mismatch_or_children = _generic_pair(left, right, check_types)
+            if mismatch_or_children is None:
+                continue
+            if len(mismatch_or_children) == 2:
+                return mismatch_or_children
+            _, left, right, left_children, right_children = mismatch_or_children
         depth += 1
         if depth > MAX_DEPTH:
             raise RecursionError(NESTING_TOO_DEEP.format("assert_same_structure"))
@@ -377,6 +396,31 @@ def _structure_mismatch(
             pending.append(left_children[index])
             pending.append(right_children[index])
     return None
+
+
+def _generic_pair(left: Any, right: Any, check_types: bool) -> Any:
+    """Compares two nodes of any kinds, as the C library does.
+
+    Returns None if both are leaves, ``(error type, message)`` if they differ, else
+    ``(None, left, right, left's children, right's children)`` with proxies unwrapped
+    where ``check_types`` asks for it.
+    """
+    left_nested = is_nested(left)
+    if left_nested != is_nested(right):
+        nested, leaf = (left, right) if left_nested else (right, left)
+        return ValueError, (
+            f'Substructure "{_describe(nested)}" is a sequence, while substructure '
+            f'"{_describe(leaf)}" is not'
+        )
+    if not left_nested:
+        return None
+    if check_types:
+        left = _unwrap(left)
+        right = _unwrap(right)
+    mismatch = _node_mismatch(left, right, check_types)
+    if mismatch is not None:
+        return mismatch
+    return None, left, right, _children(left), _children(right)
 
 
 # --- What dm-tree's Python layer decides: sorted items, rebuilding ----------------------
@@ -492,13 +536,29 @@ def _flat_up_to(shallow: Any, tree: Any) -> tuple[list[tuple[Path, Any]], BaseEx
         while pending:
             path, shallow_node, container, key = pending.pop()
             node = container[key]
-            if _is_shallow_leaf(shallow_node):
+            kind = type(shallow_node)
+            if kind is _TENSOR or kind is _PARAMETER:
+                pairs.append((path, node))
+                continue
+            if not (kind is list or kind is tuple or kind is dict) and _is_shallow_leaf(
+                shallow_node
+            ):
                 pairs.append((path, node))
                 continue
             if len(path) >= MAX_DEPTH:
                 raise RecursionError(NESTING_TOO_DEEP.format("flatten_with_path"))
-            by_key = dict(_sorted_items(node))
-            shallow_items = _sorted_items(shallow_node)
+            node_kind = type(node)
+            if node_kind is list or node_kind is tuple:
+                items = list(enumerate(node))
+            elif node_kind is dict:
+                items = [(child_key, node[child_key]) for child_key in _sorted(node)]
+            else:
+                items = _sorted_items(node)
+            by_key = dict(items)
+            if node is shallow_node:  # flatten_with_path: one walk serves both sides
+                shallow_items = items
+            else:
+                shallow_items = _sorted_items(shallow_node)
             for index in range(len(shallow_items) - 1, -1, -1):
                 child_key, shallow_child = shallow_items[index]
                 pending.append((path + (child_key,), shallow_child, by_key, child_key))
@@ -589,30 +649,58 @@ def _num_elements(structure: Any) -> int:
 
 
 def _pack(structure: Any, flat: Any) -> Any:
-    """Rebuilds ``structure`` from the leaves ``flat`` (counts already checked)."""
-    # Each frame: [node, its items, index of the next item, packed children so far].
-    root_items = _sorted_items(structure)
-    frames: list[list[Any]] = [[structure, root_items, 0, []]]
-    position = 0
-    while True:
-        frame = frames[-1]
-        node, items, index, packed = frame
-        if index == len(items):
-            frames.pop()
-            rebuilt = _sequence_like(node, packed)
-            if not frames:
-                return rebuilt
-            frames[-1][3].append(rebuilt)
-            continue
-        frame[2] = index + 1
-        child = items[index][1]
-        if is_nested(child):
-            if len(frames) > MAX_DEPTH:
-                raise RecursionError(NESTING_TOO_DEEP.format("unflatten_as"))
-            frames.append([child, _sorted_items(child), 0, []])
+    """Rebuilds nested ``structure`` from the leaves ``flat`` (counts already checked)."""
+    # First a preorder walk records each nested node with its child count, and each leaf
+    # as _LEAVE; then a walk back over that record rebuilds bottom up, children before
+    # parents, taking leaves from the end of ``flat``.
+    order: list[Any] = []
+    sizes: list[int] = []
+    pending = [structure]
+    while pending:
+        node = pending.pop()
+        kind = type(node)
+        if kind is _TENSOR or kind is _PARAMETER:
+            children = None
+        elif kind is list or kind is tuple:
+            children = node
+        elif kind is dict:
+            children = [node[key] for key in _sorted(node)]
+        elif is_nested(node):
+            children = [value for _, value in _sorted_items(node)]
         else:
-            packed.append(flat[position])
-            position += 1
+            children = None
+        if children is None:
+            order.append(_LEAVE)
+            sizes.append(0)
+        else:
+            order.append(node)
+            sizes.append(len(children))
+            pending += children[::-1]
+    built: list[Any] = []
+    position = len(flat)
+    for index in range(len(order) - 1, -1, -1):
+        node = order[index]
+        if node is _LEAVE:
+            position -= 1
+            built.append(flat[position])
+            continue
+        values = []
+        for _ in range(sizes[index]):
+            values.append(built.pop())
+        kind = type(node)
+        if kind is list:
+            built.append(values)
+        elif kind is tuple:
+            built.append(tuple(values))
+        elif kind is dict:
+            by_key = dict(zip(sorted(node), values))
+            rebuilt = {}
+            for key in node:
+                rebuilt[key] = by_key[key]
+            built.append(rebuilt)
+        else:
+            built.append(_sequence_like(node, values))
+    return built[0]
 
 
 # --- Public API ------------------------------------------------------------------------
@@ -642,17 +730,28 @@ def flatten(structure: Any) -> list[Any]:
     depth = 0
     while pending:
         node = pending.pop()
+        kind = type(node)
+        if kind is _TENSOR or kind is _PARAMETER:
+            leaves.append(node)
+            continue
         if node is _LEAVE:
             depth -= 1
-        elif not is_nested(node):
-            leaves.append(node)
-        else:
+            continue
+        # Exact list, tuple and dict first: the common case, in few bytecodes.
+        if kind is list or kind is tuple:
+            children = node
+        elif kind is dict:
+            children = [node[key] for key in sorted(node)]
+        elif is_nested(node):
             children = _children(node)
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise RecursionError(NESTING_TOO_DEEP.format("flatten"))
-            pending.append(_LEAVE)
-            pending += children[::-1]
+        else:
+            leaves.append(node)
+            continue
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise RecursionError(NESTING_TOO_DEEP.format("flatten"))
+        pending.append(_LEAVE)
+        pending += children[::-1]
     return leaves
 
 
@@ -773,7 +872,10 @@ def map_structure(func: Callable[..., Any], *structures: Any, **kwargs: Any) -> 
         results = [func(leaf) for leaf in flatten(first)]
     else:
         results = [func(*leaves) for leaves in zip(*[flatten(s) for s in structures])]
-    return unflatten_as(first, results)
+    # unflatten_as(first, results), less the leaf count it would check: it holds here.
+    if not is_nested(first):
+        return results[0]
+    return _pack(first, results)
 
 
 def map_structure_with_path(func: Callable[..., Any], *structures: Any, **kwargs: Any) -> Any:

@@ -115,14 +115,15 @@ _helpers_registered: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
 _lock = threading.RLock()
 
 
-def _gate(twin: Callable[..., Any]) -> Callable[..., Any]:
+def _gate(twin: Callable[..., Any], original_name: str) -> Callable[..., Any]:
     """Wraps ``twin`` so that, with the mode off, tracing breaks at the user's call."""
     graph_break = _dynamo_compat.graph_break_function()
+    reason = f"{original_name} runs untraced: dynamo-tree-compat is disabled here"
 
     def gate(*args: Any, **kwargs: Any) -> Any:
         # Dynamo guards on this flag, so toggling the mode recompiles.
         if not activation.twins_enabled:
-            graph_break()
+            graph_break(msg=reason)
         return twin(*args, **kwargs)
 
     gate.__name__ = gate.__qualname__ = twin.__name__
@@ -156,7 +157,7 @@ def install() -> dict[str, str]:
                 else:
                     reason = _register(substitution)
                     if reason is None and library == "dm-tree":
-                        dmtree._dm_tree_map_to_none = module.MAP_TO_NONE
+                        _connect_dmtree(module)
                 if reason is None:
                     outcome[key] = "registered"
                     NOT_REGISTERED.pop(key, None)
@@ -168,10 +169,21 @@ def install() -> dict[str, str]:
         return outcome
 
 
+def _connect_dmtree(module: Any) -> None:
+    """Tells the twins what only a process with dm-tree and torch has."""
+    import torch
+
+    dmtree._dm_tree_map_to_none = module.MAP_TO_NONE
+    dmtree._TENSOR = torch.Tensor
+    dmtree._PARAMETER = torch.nn.Parameter
+
+
 def _register(substitution: Substitution) -> str | None:
     original = substitution.original()
     try:
-        handle = _dynamo_compat.substitute(original, _gate(substitution.twin))
+        handle = _dynamo_compat.substitute(
+            original, _gate(substitution.twin, substitution.original_name)
+        )
     except ValueError as error:  # something else already handles it
         return f"already handled elsewhere: {error}"
     REGISTERED[substitution.original_name] = (original, handle)

@@ -8,7 +8,9 @@ import sys
 import textwrap
 
 
-def run_fresh(code: str, timeout: float = 300, **environment: str) -> subprocess.CompletedProcess[str]:
+def run_fresh(
+    code: str, timeout: float = 300, **environment: str
+) -> subprocess.CompletedProcess[str]:
     """Runs ``code`` in a new Python process with extra environment variables.
 
     Fails the test with the process's output if it exits non-zero.

@@ -35,7 +35,8 @@ def test_import_is_cheap_and_loads_no_heavy_module() -> None:
         """
         import sys
         import dynamo_tree_compat
-        heavy = [m for m in ("torch", "torch._dynamo", "tree", "optree", "wrapt") if m in sys.modules]
+        heavy = ("torch", "torch._dynamo", "tree", "optree", "wrapt")
+        heavy = [m for m in heavy if m in sys.modules]
         print(heavy, dynamo_tree_compat.activation.activated_by)
         """
     )

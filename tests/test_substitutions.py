@@ -114,7 +114,9 @@ def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None
         """
     )
     first, second = completed.stdout.strip().splitlines()
-    assert first == "1 dynamo-tree-compat is doing nothing: " + _dynamo_compat.SUBSTITUTE_UNAVAILABLE
+    assert (
+        first == "1 dynamo-tree-compat is doing nothing: " + _dynamo_compat.SUBSTITUTE_UNAVAILABLE
+    )
     assert second == _dynamo_compat.SUBSTITUTE_UNAVAILABLE
 
 

@@ -1,0 +1,457 @@
+"""``python -m dynamo_tree_compat``: what is covered here, a live check, and ``explain``.
+
+``doctor`` (the default) prints the versions, the activation, a coverage table of every
+dm-tree and optree function, then compiles a small built-in model that calls both
+libraries, first with the package disabled and then enabled, and compares graph counts,
+graph breaks and step times. ``explain`` runs a user's program twice the same way and
+lists its graph breaks by cause and source line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_BREAKS_REMAIN = 1
+EXIT_NOTHING_TO_DO = 2
+
+
+def _progress(message: str) -> None:
+    print(f"... {message}", file=sys.stderr, flush=True)
+
+
+def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    cells = [[str(cell) for cell in row] for row in [header, *rows]]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# --- Coverage ----------------------------------------------------------------------------
+
+
+def coverage() -> list[tuple[str, str, str]]:
+    """``(library, function, how it traces)`` for every dm-tree and optree function.
+
+    >>> rows = coverage()
+    >>> ("dm-tree", "tree.flatten") in [row[:2] for row in rows]
+    True
+    """
+    import dynamo_tree_compat
+
+    rows = [
+        ("dm-tree", name, "twin: traced by this package" if state == "registered" else state)
+        for name, state in dynamo_tree_compat.status().functions.items()
+    ]
+    rows += _optree_coverage()
+    return rows
+
+
+def _optree_coverage() -> list[tuple[str, str, str]]:
+    try:
+        import optree
+    except ImportError:
+        return [("optree", "optree.*", "unavailable: optree is not installed")]
+    from . import _dynamo_compat
+
+    polyfilled = _dynamo_compat.torch_polyfills()
+    rows = []
+    for name in optree.__all__:
+        value = getattr(optree, name, None)
+        if not callable(value) or inspect.isclass(value):
+            continue
+        if value in polyfilled:
+            state = "torch: traced through torch's own polyfill"
+        else:
+            state = "not covered by this package yet: Dynamo may break the graph"
+        rows.append(("optree", f"optree.{name}", state))
+    return rows
+
+
+# --- The built-in model ------------------------------------------------------------------
+
+
+def _built_in_model() -> tuple[Callable[..., Any], tuple[Any, ...], list[str]]:
+    """A small model whose forward calls dm-tree and optree, where installed."""
+    import torch
+
+    try:
+        import tree
+    except ImportError:
+        tree = None
+    try:
+        import optree
+    except ImportError:
+        optree = None
+    uses = [name for name, module in (("dm-tree", tree), ("optree", optree)) if module]
+
+    layers = torch.nn.ModuleDict(
+        {"encode": torch.nn.Linear(32, 64), "decode": torch.nn.Linear(64, 16)}
+    ).eval()
+
+    def forward(batch: dict[str, Any]) -> Any:
+        if tree is not None:
+            inputs = tree.flatten(batch)
+            scaled = tree.map_structure(lambda t: t * 0.5, {"x": inputs, "n": len(inputs)})
+            tree.assert_same_structure(scaled["x"], inputs)
+            features = torch.cat(scaled["x"], dim=-1)
+        else:
+            features = torch.cat([batch["image"], *batch["extra"]], dim=-1)
+        hidden = torch.relu(layers["encode"](features))
+        outputs = {"logits": layers["decode"](hidden), "aux": [hidden.mean(-1)]}
+        if optree is not None:
+            outputs = optree.tree_map(torch.tanh, outputs)
+            total = sum(leaf.sum() for leaf in optree.tree_leaves(outputs))
+        else:
+            total = outputs["logits"].sum() + outputs["aux"][0].sum()
+        if tree is not None:
+            paths = [path for path, _ in tree.flatten_with_path(outputs)]
+            outputs = tree.map_structure_with_path(lambda p, t: t + len(p), outputs)
+            return outputs, total, paths
+        return outputs, total
+
+    generator = torch.Generator().manual_seed(0)
+    batch = {
+        "image": torch.randn(8, 16, generator=generator),
+        "extra": [torch.randn(8, 8, generator=generator), torch.randn(8, 8, generator=generator)],
+    }
+    return forward, (batch,), uses
+
+
+@dataclass
+class Run:
+    """One compiled run of the built-in model."""
+
+    mode: str
+    graphs: int
+    graph_breaks: int
+    compile_seconds: float
+    step_ms: float
+    matches_eager: bool
+    breaks: list[str]
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    import torch
+
+    if isinstance(expected, torch.Tensor):
+        return isinstance(actual, torch.Tensor) and torch.allclose(expected, actual)
+    if isinstance(expected, dict):
+        return list(expected) == list(actual) and all(
+            _same(expected[key], actual[key]) for key in expected
+        )
+    if isinstance(expected, (list, tuple)):
+        return (
+            type(expected) is type(actual)
+            and len(expected) == len(actual)
+            and all(_same(left, right) for left, right in zip(expected, actual))
+        )
+    return bool(expected == actual)
+
+
+def _run_model(mode: str, backend: str, steps: int) -> Run:
+    import torch
+
+    import dynamo_tree_compat
+
+    from . import _dynamo_compat
+
+    forward, args, _ = _built_in_model()
+    expected = forward(*args)
+    torch._dynamo.reset()
+    graphs = []
+    chosen = _dynamo_compat.lookup_backend(backend)
+
+    def counting_backend(graph_module: Any, example_inputs: Any) -> Any:
+        graphs.append(graph_module)
+        return chosen(graph_module, example_inputs)
+
+    scope = dynamo_tree_compat.enabled() if mode == "enabled" else dynamo_tree_compat.disabled()
+    with scope, _dynamo_compat.GraphBreakRecorder() as recorder:
+        compiled = torch.compile(forward, backend=counting_backend)
+        started = time.perf_counter()
+        actual = compiled(*args)
+        compile_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        for _ in range(steps):
+            compiled(*args)
+        step_ms = (time.perf_counter() - started) / steps * 1000
+    return Run(
+        mode=mode,
+        graphs=len(graphs),
+        graph_breaks=len(recorder.breaks),
+        compile_seconds=compile_seconds,
+        step_ms=step_ms,
+        matches_eager=_same(expected, actual),
+        breaks=[item.reason for item in recorder.breaks],
+    )
+
+
+_MACHINERY = tuple(
+    os.path.join("dynamo_tree_compat", name) for name in ("substitutions.py", "dmtree.py")
+)
+
+
+def _call_site(item: Any) -> str:
+    """The innermost user frame of a break, skipping the twins' own frames."""
+    for frame in reversed(item.frames):
+        if not frame.rpartition(":")[0].endswith(_MACHINERY):
+            return str(frame)
+    if not item.location.rpartition(":")[0].endswith(_MACHINERY):
+        return str(item.location)
+    return "(repeat: Dynamo reports a call site once)"
+
+
+def doctor(backend: str, steps: int, as_json: bool) -> int:
+    """Prints the report and runs the live check; returns the exit status."""
+    _progress("importing torch and Dynamo")
+
+    import dynamo_tree_compat
+
+    _, _, uses = _built_in_model()  # imports dm-tree and optree, so the twins register
+    report = dynamo_tree_compat.status()
+    rows = coverage()
+    runs: list[Run] = []
+    if uses:
+        for mode in ("disabled", "enabled"):
+            _progress(f"compiling the built-in model with the package {mode} ({backend})")
+            runs.append(_run_model(mode, backend, steps))
+    verdict, status = _verdict(uses, runs, report)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "versions": report.versions,
+                    "mode": report.mode,
+                    "activated_by": report.activated_by,
+                    "coverage": [dict(zip(("library", "function", "state"), row)) for row in rows],
+                    "runs": [asdict(run) for run in runs],
+                    "verdict": verdict,
+                },
+                indent=2,
+            )
+        )
+        return status
+    print("dynamo-tree-compat doctor\n")
+    print(_table(list(report.versions.items()), ["package", "version"]))
+    how = report.activated_by or ("off (DYNAMO_TREE_COMPAT=0)" if report.switched_off else "off")
+    print(f"\nmode: {report.mode}; activated by: {how}\n")
+    print(_table(rows, ["library", "function", "under torch.compile"]))
+    if runs:
+        print(f"\nlive check: the built-in model ({', '.join(uses)}), backend={backend}\n")
+        table_rows = [
+            (
+                run.mode,
+                run.graphs,
+                run.graph_breaks,
+                f"{run.compile_seconds:.2f}",
+                f"{run.step_ms:.3f}",
+                "yes" if run.matches_eager else "NO",
+            )
+            for run in runs
+        ]
+        header = ["package", "graphs", "graph breaks", "compile s", "ms/step", "same as eager"]
+        print(_table(table_rows, header))
+        for run in runs:
+            for item, count in Counter(run.breaks).items():
+                print(f"  {count} x break ({run.mode}): {item}")
+    print(f"\n{verdict}")
+    return status
+
+
+def _verdict(uses: list[str], runs: list[Run], report: Any) -> tuple[str, int]:
+    if not uses:
+        return "nothing to check: neither dm-tree nor optree is installed", EXIT_NOTHING_TO_DO
+    if "dm-tree" in uses and report.functions.get("tree.flatten") != "registered":
+        reason = report.functions.get("tree.flatten")
+        return f"FAIL: the dm-tree twins are not registered: {reason}", EXIT_BREAKS_REMAIN
+    enabled = runs[-1]
+    if not enabled.matches_eager:
+        return "FAIL: the compiled model's results differ from eager", EXIT_BREAKS_REMAIN
+    if enabled.graph_breaks:
+        return (
+            f"FAIL: {enabled.graph_breaks} graph break(s) remain with the package enabled",
+            EXIT_BREAKS_REMAIN,
+        )
+    before = runs[0]
+    return (
+        f"OK: everything covered traced: {before.graphs} graph(s) and {before.graph_breaks} "
+        f"break(s) without the package, {enabled.graphs} graph and 0 breaks with it",
+        EXIT_OK,
+    )
+
+
+# --- explain ----------------------------------------------------------------------------
+
+_CHILD_FLAG = "--_explain-child"
+
+
+def _library_of(message: str, frames: list[str]) -> str:
+    """Which tree library a graph break comes from, judged by its report."""
+    if "dynamo-tree-compat is disabled here" in message:
+        return "dm-tree"  # a twin's gate, breaking because the mode is off
+    if "module: tree," in message or f"{os.sep}tree{os.sep}__init__.py" in message:
+        return "dm-tree"
+    if "optree" in message:
+        return "optree"
+    if "_pytree" in message:
+        return "torch pytree"
+    return "-"
+
+
+def _explain_child(argv: list[str]) -> int:
+    """Runs the user's program under the graph-break recorder; writes what it saw."""
+    output, kind, target, *args = argv
+    from torch._dynamo.utils import counters
+
+    import dynamo_tree_compat  # noqa: F401 - activates unless DYNAMO_TREE_COMPAT=0
+
+    from . import _dynamo_compat
+
+    exit_code: int | str | None = 0
+    with _dynamo_compat.GraphBreakRecorder() as recorder:
+        sys.argv = [target, *args]
+        try:
+            if kind == "module":
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(target, run_name="__main__")
+        except SystemExit as stop:
+            exit_code = stop.code
+    breaks = [
+        {
+            "location": _call_site(item),
+            "reason": item.reason,
+            "library": _library_of(item.message, item.frames),
+        }
+        for item in recorder.breaks
+    ]
+    with open(output, "w") as handle:
+        json.dump(
+            {
+                "breaks": breaks,
+                "graphs": counters["stats"]["unique_graphs"],
+                "exit_code": exit_code,
+            },
+            handle,
+        )
+    return 0
+
+
+def _run_program(kind: str, target: str, args: list[str], enabled: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        output = os.path.join(folder, "breaks.json")
+        environment = {**os.environ, "DYNAMO_TREE_COMPAT": "1" if enabled else "0"}
+        command = [sys.executable, "-m", "dynamo_tree_compat", _CHILD_FLAG, output, kind, target]
+        completed = subprocess.run([*command, *args], env=environment, check=False)
+        if completed.returncode != 0 or not os.path.exists(output):
+            raise SystemExit(f"the program failed (exit status {completed.returncode})")
+        with open(output) as handle:
+            return json.load(handle)
+
+
+def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
+    """Runs the program with the package disabled, then enabled, and compares breaks."""
+    _progress(f"running {target} with the package disabled")
+    before = _run_program(kind, target, args, enabled=False)
+    _progress(f"running {target} with the package enabled")
+    after = _run_program(kind, target, args, enabled=True)
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for index, run in enumerate((before, after)):
+        counts = Counter((b["location"], b["reason"], b["library"]) for b in run["breaks"])
+        for key, count in counts.items():
+            groups.setdefault(key, [0, 0])[index] += count
+    rows = [
+        {
+            "location": location,
+            "reason": reason,
+            "library": library,
+            "without": without,
+            "with": with_package,
+            "removed": with_package == 0,
+        }
+        for (location, reason, library), (without, with_package) in sorted(groups.items())
+    ]
+    summary = {
+        "graph_breaks": {"without": len(before["breaks"]), "with": len(after["breaks"])},
+        "graphs": {"without": before["graphs"], "with": after["graphs"]},
+    }
+    if as_json:
+        print(json.dumps({**summary, "breaks": rows}, indent=2))
+        return EXIT_OK
+    print(
+        f"graph breaks: {summary['graph_breaks']['without']} without the package, "
+        f"{summary['graph_breaks']['with']} with it; graphs: {summary['graphs']['without']} "
+        f"without, {summary['graphs']['with']} with\n"
+    )
+    table_rows = [
+        (
+            row["location"],
+            row["reason"][:60],
+            row["library"],
+            row["without"],
+            row["with"],
+            "removed" if row["removed"] else "remains",
+        )
+        for row in rows
+    ]
+    print(_table(table_rows, ["where", "cause", "library", "without", "with", "this package"]))
+    return EXIT_OK
+
+
+# --- Entry -------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dynamo_tree_compat",
+        description="Reports what dynamo-tree-compat covers here and checks it live.",
+    )
+    commands = parser.add_subparsers(dest="command")
+    doctor_parser = commands.add_parser("doctor", help="report and live check (the default)")
+    doctor_parser.add_argument("--backend", default="inductor", help="torch.compile backend")
+    doctor_parser.add_argument("--steps", type=int, default=50, help="timed steps per run")
+    doctor_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    explain_parser = commands.add_parser("explain", help="graph breaks of a program, grouped")
+    explain_parser.add_argument("-m", dest="module", help="run a module, as python -m does")
+    explain_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    explain_parser.add_argument("program", nargs=argparse.REMAINDER, help="script [args...]")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status.
+
+    >>> main(["explain"])
+    Traceback (most recent call last):
+      ...
+    SystemExit: explain needs a script path or -m module
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == [_CHILD_FLAG]:
+        return _explain_child(arguments[1:])
+    if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help")):
+        arguments.insert(0, "doctor")
+    options = _parser().parse_args(arguments)
+    if options.command == "explain":
+        if options.module:
+            return explain("module", options.module, options.program, options.json)
+        if not options.program:
+            raise SystemExit("explain needs a script path or -m module")
+        return explain("path", options.program[0], options.program[1:], options.json)
+    return doctor(options.backend, options.steps, options.json)

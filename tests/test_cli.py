@@ -1,0 +1,124 @@
+"""The command line, run as a user runs it: ``python -m dynamo_tree_compat`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tree")
+
+SCRIPT_WITH_TREE_BREAKS = """
+import sys
+import torch
+import tree
+
+def step(x):
+    parts = tree.flatten({"a": x, "b": [x * 2]})
+    total = sum(parts)
+    mapped = tree.map_structure(lambda t: t + 1, {"t": total})
+    return mapped["t"]
+
+print(torch.compile(step, backend="eager")(torch.ones(3)).tolist(), sys.argv[1:])
+"""
+
+
+def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check:
+        assert completed.returncode == 0, completed.stdout + completed.stderr
+    return completed
+
+
+def test_doctor_counts_graphs_and_breaks_of_the_built_in_model() -> None:
+    completed = run_cli("doctor", "--backend", "eager", "--steps", "2", "--json")
+    report = json.loads(completed.stdout)
+    disabled, enabled = report["runs"]
+    assert (disabled["mode"], disabled["graph_breaks"]) == ("disabled", 5)
+    assert disabled["graphs"] > 1
+    assert (enabled["graphs"], enabled["graph_breaks"], enabled["matches_eager"]) == (1, 0, True)
+    states = {row["function"]: row["state"] for row in report["coverage"]}
+    assert states["tree.map_structure"] == "twin: traced by this package"
+    assert states["optree.tree_leaves"].startswith("torch:")
+    assert report["verdict"].startswith("OK")
+    assert "compiling the built-in model with the package enabled" in completed.stderr
+
+
+def test_doctor_prints_tables_and_is_the_default_command() -> None:
+    completed = run_cli("--backend", "eager", "--steps", "1")
+    out = completed.stdout
+    assert any(
+        line.split()[:2] == ["dm-tree", "tree.flatten"] and "traced by this package" in line
+        for line in out.splitlines()
+    )
+    assert any(line.split()[:1] == ["optree"] for line in out.splitlines()[:8])  # versions
+    assert "package   graphs  graph breaks" in out
+    assert "5 x" not in out and "1 x break (disabled): tree.flatten runs untraced" in out
+    assert out.rstrip().splitlines()[-1].startswith("OK: everything covered traced")
+
+
+def test_doctor_exits_non_zero_with_a_reason_when_twins_cannot_register() -> None:
+    code = textwrap.dedent(
+        """
+        from dynamo_tree_compat import substitutions
+        def broken():
+            raise RuntimeError("simulated")
+        substitutions.install = broken
+        from dynamo_tree_compat.cli import main
+        raise SystemExit(main(["doctor", "--backend", "eager", "--steps", "1"]))
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=600
+    )
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert (
+        completed.stdout.rstrip()
+        .splitlines()[-1]
+        .startswith("FAIL: the dm-tree twins are not registered")
+    )
+
+
+def test_explain_lists_the_breaks_this_package_removes(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT_WITH_TREE_BREAKS)
+    completed = run_cli("explain", "--json", str(script), "--flag")
+    report = json.loads(completed.stdout[completed.stdout.index("{") :])
+    assert report["graph_breaks"] == {"without": 2, "with": 0}
+    assert report["graphs"] == {"without": 3, "with": 1}
+    assert [(row["location"], row["library"], row["removed"]) for row in report["breaks"]] == [
+        (f"{script}:7", "dm-tree", True),
+        (f"{script}:9", "dm-tree", True),
+    ]
+    assert "['--flag']" in completed.stdout  # the program got its arguments
+
+
+def test_explain_runs_a_module_and_prints_a_table(tmp_path: Path) -> None:
+    (tmp_path / "trainer.py").write_text(SCRIPT_WITH_TREE_BREAKS)
+    completed = subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", "explain", "-m", "trainer"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "graph breaks: 2 without the package, 0 with it" in completed.stdout
+    assert completed.stdout.count("removed") == 2
+    assert "running trainer with the package disabled" in completed.stderr
+
+
+def test_explain_without_a_program_is_a_clear_error() -> None:
+    completed = run_cli("explain", check=False)
+    assert completed.returncode != 0
+    assert "explain needs a script path or -m module" in completed.stderr
