@@ -6,11 +6,18 @@ it only arms the post-import hook.
 
 from __future__ import annotations
 
-from . import activation
+from . import _dynamo_compat, activation
 
 __all__ = ["load"]
 
 
 def load() -> None:
-    """Activates the package as torch autoloads its backends; never raises."""
+    """Activates the package as torch autoloads its backends; never raises.
+
+    It also registers ``TORCH_LOGS=+dynamo_tree_compat``, which torch parses right after.
+    """
+    try:
+        _dynamo_compat.register_log_name()
+    except Exception as error:  # noqa: BLE001 - runs inside import torch
+        activation.warn_once(f"registering the TORCH_LOGS name failed: {error}")
     activation.activate("autoload")

@@ -10,6 +10,7 @@ lists its graph breaks by cause and source line.
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import json
 import os
@@ -220,6 +221,7 @@ def _call_site(item: Any) -> str:
 def doctor(backend: str, steps: int, as_json: bool) -> int:
     """Prints the report and runs the live check; returns the exit status."""
     _progress("importing torch and Dynamo")
+    importlib.import_module("torch._dynamo")  # the twins register once Dynamo is loaded
 
     import dynamo_tree_compat
 

@@ -161,6 +161,7 @@ def install() -> dict[str, str]:
                 if reason is None:
                     outcome[key] = "registered"
                     NOT_REGISTERED.pop(key, None)
+                    _dynamo_compat.LOG.debug("registered the twin of %s", key)
                 else:
                     outcome[key] = NOT_REGISTERED[key] = reason
         if REGISTERED and not _helpers_registered:
