@@ -112,7 +112,11 @@ def guard_on_flag(original: Callable[..., Any], flag_path: tuple[str, ...]) -> b
         return False
 
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
-        LOG.debug("Dynamo met %s: tracing its twin", getattr(value, "__qualname__", value))
+        LOG.debug(
+            "Dynamo met %s.%s: tracing its twin",
+            getattr(value, "__module__", "?"),
+            getattr(value, "__qualname__", value),
+        )
         source: Any = ImportSource(flag_path[0])
         for name in flag_path[1:]:
             source = AttrSource(source, name)

@@ -122,3 +122,21 @@ def test_explain_without_a_program_is_a_clear_error() -> None:
     completed = run_cli("explain", check=False)
     assert completed.returncode != 0
     assert "explain needs a script path or -m module" in completed.stderr
+
+
+def test_torch_logs_name_shows_registrations_and_twins_used() -> None:
+    code = (
+        "import torch, tree\n"
+        "torch.compile(lambda x: tree.flatten([x]), backend='eager', fullgraph=True)"
+        "(torch.ones(1))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"TORCH_LOGS": "+dynamo_tree_compat", "PATH": "/usr/bin:/bin"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "registered the twin of tree.flatten" in completed.stderr
+    assert "Dynamo met tree.flatten: tracing its twin" in completed.stderr
