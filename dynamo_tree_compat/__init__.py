@@ -11,14 +11,14 @@ pure-Python twin instead, while eager calls keep running dm-tree's C code.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .activation import (
     ENV_SWITCH,
     DynamoTreeCompatWarning,
-    Status,
     disabled,
     enabled,
     install,
-    status,
     uninstall,
 )
 
@@ -37,3 +37,12 @@ __version__ = "0.1.0"
 from .activation import activate as _activate
 
 _activate("import")
+
+
+def __getattr__(name: str) -> Any:
+    # The report loads on first use: this package loads into every `import torch`.
+    if name in ("Status", "status"):
+        from . import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

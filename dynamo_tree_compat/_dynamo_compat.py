@@ -7,11 +7,11 @@ the callers then fall back to leaving torch as it is.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -193,24 +193,37 @@ def graph_break_count() -> int:
 # --- Reading Dynamo's graph-break log --------------------------------------------------
 
 _GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
-_LOCATION = re.compile(r"Graph break.*? in user code at (.+):(\d+)")
-_USER_MESSAGE = re.compile(r"User-inserted graph break\. Message: (.+)")
-_FRAME = re.compile(r'File "(.+)", line (\d+), in (\S+)')
 
 
-@dataclass
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    # Compiled on first use: this module loads with the autoload entry point.
+    return (
+        re.compile(r"Graph break.*? in user code at (.+):(\d+)"),
+        re.compile(r"User-inserted graph break\. Message: (.+)"),
+        re.compile(r'File "(.+)", line (\d+), in (\S+)'),
+    )
+
+
 class GraphBreak:
     """One graph break, as Dynamo's ``graph_breaks`` log reports it."""
 
-    location: str
-    reason: str
-    message: str
-    frames: list[str] = field(default_factory=list)
+    __slots__ = ("frames", "location", "message", "reason")
+
+    def __init__(self, location: str, reason: str, message: str, frames: list[str]) -> None:
+        self.location = location
+        self.reason = reason
+        self.message = message
+        self.frames = frames
+
+    def __repr__(self) -> str:
+        return f"GraphBreak({self.location!r}, {self.reason!r})"
 
 
 def parse_graph_break(message: str) -> GraphBreak:
     """Reads the location, the cause and the user frames from one log message."""
-    found = _LOCATION.search(message)
+    location_pattern, user_message_pattern, frame_pattern = _patterns()
+    found = location_pattern.search(message)
     location = f"{found.group(1)}:{found.group(2)}" if found else "<unknown>"
     reason = "<unknown>"
     lines = message.splitlines()
@@ -223,10 +236,10 @@ def parse_graph_break(message: str) -> GraphBreak:
                     reason = text
                     break
             break
-    user_message = _USER_MESSAGE.search(message)
+    user_message = user_message_pattern.search(message)
     if user_message and user_message.group(1).strip() != "None":
         reason = user_message.group(1).strip()
-    frames = [f"{path}:{line}" for path, line, _ in _FRAME.findall(message)]
+    frames = [f"{path}:{line}" for path, line, _ in frame_pattern.findall(message)]
     return GraphBreak(location, reason, message, frames)
 
 

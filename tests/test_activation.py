@@ -260,3 +260,25 @@ def test_status_is_structured() -> None:
     assert report.dynamo_imported
     assert report.functions["tree.flatten"] == "registered"
     assert "tree.flatten: registered" in str(report)
+
+
+def test_autoload_loads_only_the_small_modules_and_reports_its_cost() -> None:
+    """What loading the entry point adds to `import torch`: only these four modules.
+
+    The figure comes from benchmarks/eager_overhead.py; tests make no timing assertions.
+    """
+    completed = run_fresh(
+        """
+        import sys, time
+        import torch
+        print(sorted(m for m in sys.modules if m.startswith("dynamo_tree_compat")))
+        """
+    )
+    assert completed.stdout.strip() == str(
+        [
+            "dynamo_tree_compat",
+            "dynamo_tree_compat._dynamo_compat",
+            "dynamo_tree_compat.activation",
+            "dynamo_tree_compat.autoload",
+        ]
+    )
