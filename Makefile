@@ -4,7 +4,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: doctor test lint fuzz-long benchmark clean
+KERAS_VENV ?= .venv-keras
+KERAS_STAMP := $(KERAS_VENV)/.installed
+
+.PHONY: doctor test integration-keras fuzz-long benchmark clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +25,17 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
+## Keras 3.0.5 under torch.compile, in its own environment (it needs numpy<2).
+$(KERAS_STAMP): pyproject.toml constraints-keras.txt
+	$(PYTHON) -m venv $(KERAS_VENV)
+	$(KERAS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(KERAS_VENV)/bin/python -m pip install --quiet -c constraints-keras.txt -e . \
+		keras numpy packaging dm-tree attrs wrapt hypothesis pytest
+	touch $(KERAS_STAMP)
+
+integration-keras: $(KERAS_STAMP)
+	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py
+
 ## The long fuzz profile (opt-in).
 fuzz-long: $(STAMP)
 	DTC_FUZZ=long $(BIN)/python -m pytest -q tests/test_dmtree_parity.py
@@ -31,4 +45,4 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/compile_time.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info
+	rm -rf $(VENV) $(KERAS_VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info
