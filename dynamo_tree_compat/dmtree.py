@@ -108,12 +108,21 @@ KEY_NOT_FOUND_IN_INPUT_TREES = (
 )
 CHECK_TYPES_DEPRECATED = "The use of `check_types` is deprecated and does not have any effect."
 NESTING_TOO_DEEP = "maximum recursion depth exceeded in {}"
+MAPPING_CHANGED = "Mapping was modified during iteration over it"
 
 # The C library stops at the interpreter's recursion limit (about 1,000 levels); the loops
 # here allow deeper nesting but still end, with RecursionError, on a structure that
 # contains itself. Paths make the with-path functions' output quadratic in the depth,
 # which bounds this limit: 5,000 levels of paths are about 100 MB.
 MAX_DEPTH = 5_000
+# While Dynamo traces, where each level costs far more, the C library's own depth holds.
+TRACED_MAX_DEPTH = 1_000
+
+
+def _depth_limit() -> int:
+    """MAX_DEPTH; the registry makes it TRACED_MAX_DEPTH while Dynamo traces."""
+    return MAX_DEPTH
+
 
 _TEXT_OR_BYTES = (str, bytes)
 # Built-in types whose kind is known without asking (their __class__ cannot lie). Dynamo
@@ -131,6 +140,7 @@ _NESTED_BUILTINS = (
     type({}.items()),
 )
 _LEAF_BUILTINS = (type(None), bool, int, float, complex, str, bytes, bytearray, frozenset)
+_PLAIN_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
 class _NoSuchType:
@@ -224,15 +234,29 @@ def is_nested(structure: object) -> bool:
 
 def _children(node: Any) -> list[Any]:
     """The children of a nested node, in the C library's order."""
-    if isinstance(node, dict):
-        return [node[key] for key in sorted(node)]
+    if issubclass(type(node), dict):  # PyDict_Check: the real type, not __class__
+        if type(node) in _PLAIN_DICTS:
+            return [node[key] for key in sorted(node)]
+        # The C library reads a dict subclass's storage, not its overrides.
+        return [dict.__getitem__(node, key) for key in sorted(dict.keys(node))]
     if isinstance(node, abc.Mapping):
-        return [node[key] for key in sorted(list(node.keys()))]
+        values = []
+        for key in sorted(list(node.keys())):
+            try:
+                values.append(node[key])
+            except Exception:  # noqa: BLE001 - the C library replaces any failure
+                raise RuntimeError(MAPPING_CHANGED)  # noqa: B904 - C keeps the context
+        return values
     if _is_attrs(node):
         return [getattr(node, field.name) for field in node.__class__.__attrs_attrs__]
     if type(node) is list or type(node) is tuple:
         return node
-    return list(node)
+    try:
+        iterator = iter(node)
+    except TypeError:
+        # PySequence_Fast(node, "") puts its empty message in place of the original.
+        raise TypeError("") from None
+    return list(iterator)
 
 
 def _class_name(cls: type) -> str:
@@ -310,7 +334,7 @@ def _node_mismatch(
     else:
         same_type = (
             type(first) is type(second)
-            or (isinstance(first, list) and isinstance(second, list))
+            or (issubclass(type(first), list) and issubclass(type(second), list))
             or (isinstance(first, abc.Mapping) and isinstance(second, abc.Mapping))
         )
     if not same_type:
@@ -319,7 +343,7 @@ def _node_mismatch(
             f"{_describe(first)} has type {_class_name(type(first))}, while second "
             f"structure {_describe(second)} has type {_class_name(type(second))}"
         )
-    if isinstance(first, dict) and isinstance(second, dict):
+    if issubclass(type(first), dict) and issubclass(type(second), dict):
         if len(first) != len(second):
             return _different_keys(first, second)
         for key in first:
@@ -346,6 +370,7 @@ def _structure_mismatch(
     """
     pending = [first, second]
     depth = 0
+    limit = _depth_limit()
     while pending:
         right = pending.pop()
         left = pending.pop()
@@ -384,7 +409,7 @@ def _structure_mismatch(
                 return mismatch_or_children
             _, left, right, left_children, right_children = mismatch_or_children
         depth += 1
-        if depth > MAX_DEPTH:
+        if depth > limit:
             raise RecursionError(NESTING_TOO_DEEP.format("assert_same_structure"))
         pending.append(_LEAVE)
         pending.append(None)
@@ -532,6 +557,7 @@ def _flat_up_to(shallow: Any, tree: Any) -> tuple[list[tuple[Path, Any]], BaseEx
     pairs: list[tuple[Path, Any]] = []
     # Each entry: the path, the shallow node, and the (container, key) holding the node.
     pending: list[tuple[Path, Any, Any, Any]] = [((), shallow, (tree,), 0)]
+    limit = _depth_limit()
     try:
         while pending:
             path, shallow_node, container, key = pending.pop()
@@ -545,7 +571,7 @@ def _flat_up_to(shallow: Any, tree: Any) -> tuple[list[tuple[Path, Any]], BaseEx
             ):
                 pairs.append((path, node))
                 continue
-            if len(path) >= MAX_DEPTH:
+            if len(path) >= limit:
                 raise RecursionError(NESTING_TOO_DEEP.format("flatten_with_path"))
             node_kind = type(node)
             if node_kind is list or node_kind is tuple:
@@ -728,6 +754,7 @@ def flatten(structure: Any) -> list[Any]:
     leaves: list[Any] = []
     pending = [structure]
     depth = 0
+    limit = _depth_limit()
     while pending:
         node = pending.pop()
         kind = type(node)
@@ -748,7 +775,7 @@ def flatten(structure: Any) -> list[Any]:
             leaves.append(node)
             continue
         depth += 1
-        if depth > MAX_DEPTH:
+        if depth > limit:
             raise RecursionError(NESTING_TOO_DEEP.format("flatten"))
         pending.append(_LEAVE)
         pending += children[::-1]
@@ -1116,7 +1143,21 @@ def _traverse_children(
 ) -> Any:
     if not is_nested(structure):
         return structure
-    children = []
-    for key, child in _sorted_items(structure):
-        children.append(_traverse(fn, path + (key,), child, top_down))
-    return _sequence_like(structure, children)
+    # Lazy, as in dm-tree: the container is built, and may fail, before any child is
+    # visited, and its error message shows this map.
+    return _sequence_like(
+        structure, map(_TraverseChild(fn, path, top_down), _yield_sorted_items(structure))
+    )
+
+
+class _TraverseChild:
+    """Traverses one ``(key, child)`` item below ``path``."""
+
+    def __init__(self, fn: Callable[[Path, Any], Any], path: Path, top_down: bool) -> None:
+        self.fn = fn
+        self.path = path
+        self.top_down = top_down
+
+    def __call__(self, item: tuple[Any, Any]) -> Any:
+        key, child = item
+        return _traverse(self.fn, self.path + (key,), child, self.top_down)

@@ -96,6 +96,10 @@ def _do_nothing() -> None:
     """Stands in, while tracing, for twins' eager-only side effects (stderr, logging)."""
 
 
+def _traced_depth_limit() -> int:
+    return dmtree.TRACED_MAX_DEPTH
+
+
 # Our own helpers whose side effects have no place in a graph.
 _QUIET_WHILE_TRACING: tuple[Callable[[], None], ...] = (
     dmtree._warn_about_set,
@@ -165,8 +169,10 @@ def install() -> dict[str, str]:
                 else:
                     outcome[key] = NOT_REGISTERED[key] = reason
         if REGISTERED and not _helpers_registered:
-            for helper in _QUIET_WHILE_TRACING:
-                _helpers_registered.append((helper, _dynamo_compat.substitute(helper, _do_nothing)))
+            helpers = [(helper, _do_nothing) for helper in _QUIET_WHILE_TRACING]
+            helpers.append((dmtree._depth_limit, _traced_depth_limit))
+            for helper, stand_in in helpers:
+                _helpers_registered.append((helper, _dynamo_compat.substitute(helper, stand_in)))
         return outcome
 
 

@@ -247,8 +247,8 @@ def assert_identical(expected: Any, actual: Any, where: str = "root") -> None:
 def _assert_items(expected: Any, actual: Any, where: str) -> None:
     expected_items, actual_items = list(expected), list(actual)
     assert [k for k, _ in expected_items] == [k for k, _ in actual_items], f"{where}: keys differ"
-    for key, value in expected_items:
-        assert_identical(value, dict(actual_items)[key], f"{where}[{key!r}]")
+    for (key, value), (_, actual_value) in zip(expected_items, actual_items):
+        assert_identical(value, actual_value, f"{where}[{key!r}]")
 
 
 def outcome(function: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, Any, Any]:
