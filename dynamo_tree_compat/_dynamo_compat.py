@@ -24,6 +24,7 @@ __all__ = [
     "guard_on_flag",
     "lookup_backend",
     "register_log_name",
+    "reset_compiled_code",
     "substitute",
     "substitution_support",
     "torch_polyfills",
@@ -141,11 +142,10 @@ def unsubstitute(original: Callable[..., Any], handle: Callable[..., Any]) -> bo
             polyfilled_ids.remove(id(key))
         rule_map.pop(key, None)
         handlers.pop(key, None)
-    _reset_compiled_code()
     return True
 
 
-def _reset_compiled_code() -> None:
+def reset_compiled_code() -> None:
     """Drops compiled graphs so that none traced with a removed twin runs again."""
     import torch._dynamo
 

@@ -67,11 +67,23 @@ def warn_once(reason: str) -> None:
         )
 
 
-def _register_now() -> None:
-    """Registers the twins, if Dynamo and at least one mirrored library are imported."""
-    if DYNAMO_MODULE not in sys.modules:
+def _ready(module_name: str) -> bool:
+    """Whether a module is imported and done initializing."""
+    module = sys.modules.get(module_name)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
+def _register_now(from_hook: bool = False) -> None:
+    """Registers the twins, if Dynamo and at least one mirrored library are imported.
+
+    Outside the post-import hook, a module another thread is still importing counts as
+    not imported: waiting for its import lock while holding ours could deadlock with
+    that thread's hook, which registers the twins itself once the module is ready.
+    """
+    if DYNAMO_MODULE not in sys.modules or not (from_hook or _ready(DYNAMO_MODULE)):
         return
-    if not any(name in sys.modules for name in LIBRARY_MODULES):
+    if not any(name in sys.modules and (from_hook or _ready(name)) for name in LIBRARY_MODULES):
         return
     try:
         from . import substitutions
@@ -135,7 +147,7 @@ _watcher = _ImportWatcher()
 def _on_imported(name: str) -> None:
     try:
         if armed:
-            _register_now()
+            _register_now(from_hook=True)
     except Exception as error:  # noqa: BLE001 - runs inside the user's import statement
         warn_once(f"the post-import hook for {name} failed: {error}")
 
@@ -204,10 +216,11 @@ def uninstall() -> None:
         armed = False
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(_watcher)
-        if "dynamo_tree_compat.substitutions" in sys.modules:
-            from . import substitutions
+    # Outside our lock: uninstalling resets Dynamo, which waits for compiles in progress.
+    if "dynamo_tree_compat.substitutions" in sys.modules:
+        from . import substitutions
 
-            substitutions.uninstall()
+        substitutions.uninstall()
 
 
 class _Mode(contextlib.ContextDecorator):

@@ -203,12 +203,16 @@ def uninstall() -> list[str]:
     """Removes every registration install() made; returns those torch would not let go."""
     with _lock:
         stuck = []
+        removed = False
         for key, (original, handle) in list(REGISTERED.items()):
             if _dynamo_compat.unsubstitute(original, handle):
                 del REGISTERED[key]
+                removed = True
             else:
                 stuck.append(key)
-        return stuck
+    if removed:  # outside our lock: resetting waits for any compile in progress
+        _dynamo_compat.reset_compiled_code()
+    return stuck
 
 
 def import_library(library: str) -> Any | None:

@@ -282,3 +282,49 @@ def test_autoload_loads_only_the_small_modules_and_reports_its_cost() -> None:
             "dynamo_tree_compat.autoload",
         ]
     )
+
+
+def test_threads_scoping_and_installing_while_dynamo_is_imported() -> None:
+    """8 threads enter scopes and install/uninstall while another imports Dynamo.
+
+    Regression test: a scope's registration waited for Dynamo's import lock while holding
+    ours, and the importing thread's post-import hook waited for ours: a deadlock.
+    """
+    completed = run_fresh(
+        """
+        import faulthandler, threading
+        faulthandler.dump_traceback_later(120, exit=True)  # a deadlock fails, loudly
+        import torch, tree, dynamo_tree_compat
+        from dynamo_tree_compat import substitutions
+        errors = []
+        go = threading.Barrier(9)
+
+        def churn(index):
+            try:
+                go.wait(30)
+                for _ in range(50):
+                    if index % 4 == 0:
+                        dynamo_tree_compat.uninstall()
+                        dynamo_tree_compat.install()
+                    scope = dynamo_tree_compat.enabled if index % 2 else dynamo_tree_compat.disabled
+                    with scope():
+                        dynamo_tree_compat.status()
+            except Exception as error:
+                errors.append(repr(error))
+
+        churners = [threading.Thread(target=churn, args=(i,)) for i in range(8)]
+        for thread in churners:
+            thread.start()
+        go.wait(30)
+        import torch._dynamo  # the post-import hook runs while the churners hold the lock
+        for thread in churners:
+            thread.join(60)
+        dynamo_tree_compat.install()
+        fn = torch.compile(lambda x: tree.flatten([x, (x,)]), backend="eager", fullgraph=True)
+        print(errors, sum(t.is_alive() for t in churners),
+              set(substitutions.REGISTERED) == {s.original_name for s in substitutions.DM_TREE},
+              len(fn(torch.ones(1))))
+        """,
+        timeout=300,
+    )
+    assert completed.stdout.strip() == "[] 0 True 2"
