@@ -144,8 +144,17 @@ class _ImportWatcher:
 _watcher = _ImportWatcher()
 
 
+def _installed(module_name: str) -> bool:
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _on_imported(name: str) -> None:
     try:
+        if armed and name == DYNAMO_MODULE and not any(map(_installed, LIBRARY_MODULES)):
+            warn_once("dm-tree is not installed, so there is nothing to make traceable")
         if armed:
             _register_now(from_hook=True)
     except Exception as error:  # noqa: BLE001 - runs inside the user's import statement

@@ -86,14 +86,23 @@ def test_without_dm_tree_installation_does_nothing_and_status_says_so() -> None:
         def find_spec(cls, name, path=None, target=None):  # as if dm-tree were not installed
             return None if name == "tree" else real_find_spec(cls, name, path, target)
         finder.find_spec = classmethod(find_spec)
-        warnings.simplefilter("error")
-        import dynamo_tree_compat, torch._dynamo
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import dynamo_tree_compat, torch._dynamo
+            import torch
+            torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
         from dynamo_tree_compat import substitutions
         assert substitutions.REGISTERED == {}
         print(dynamo_tree_compat.status().functions["tree.flatten"])
+        print([str(w.message) for w in caught if w.category.__name__ ==
+               "DynamoTreeCompatWarning"])
         """
     )
-    assert completed.stdout.strip() == "unavailable: dm-tree is not installed"
+    assert completed.stdout.strip().splitlines() == [
+        "unavailable: dm-tree is not installed",
+        "['dynamo-tree-compat is doing nothing: dm-tree is not installed, so there is "
+        "nothing to make traceable']",
+    ]
 
 
 def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None:
