@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,8 +17,6 @@ __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
     "GraphBreak",
     "GraphBreakRecorder",
-    "dynamo_imported",
-    "graph_break_count",
     "graph_break_function",
     "guard_on_flag",
     "lookup_backend",
@@ -34,11 +31,6 @@ __all__ = [
 SUBSTITUTE_UNAVAILABLE = "torch is older than 2.5: it has no torch.compiler.substitute_in_graph"
 LOG_NAME = "dynamo_tree_compat"
 LOG = logging.getLogger(LOG_NAME)
-
-
-def dynamo_imported() -> bool:
-    """Whether ``torch._dynamo`` has been imported (importing it costs about 2 s)."""
-    return "torch._dynamo" in sys.modules
 
 
 def substitution_support() -> str | None:
@@ -181,13 +173,6 @@ def lookup_backend(name: str) -> Callable[..., Any]:
     from torch._dynamo import lookup_backend as lookup
 
     return lookup(name)
-
-
-def graph_break_count() -> int:
-    """Graph breaks Dynamo has counted in this process since the last reset."""
-    from torch._dynamo.utils import counters
-
-    return sum(counters["graph_break"].values())
 
 
 # --- Reading Dynamo's graph-break log --------------------------------------------------

@@ -11,7 +11,6 @@ eager calls still run the C library, at the C library's cost.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 from collections.abc import Callable
@@ -213,12 +212,3 @@ def uninstall() -> list[str]:
     if removed:  # outside our lock: resetting waits for any compile in progress
         _dynamo_compat.reset_compiled_code()
     return stuck
-
-
-def import_library(library: str) -> Any | None:
-    """Imports a mirrored library by distribution name; None if it is not installed."""
-    module_name = LIBRARIES[library][0]
-    try:
-        return importlib.import_module(module_name)
-    except ImportError:
-        return None
