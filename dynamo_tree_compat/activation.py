@@ -144,7 +144,10 @@ class _ImportWatcher:
 _watcher = _ImportWatcher()
 
 
-def _installed(module_name: str) -> bool:
+def importable(module_name: str) -> bool:
+    """Whether ``module_name`` can be imported, without importing it."""
+    if module_name in sys.modules:
+        return sys.modules[module_name] is not None
     try:
         return importlib.util.find_spec(module_name) is not None
     except (ImportError, ValueError):
@@ -153,7 +156,7 @@ def _installed(module_name: str) -> bool:
 
 def _on_imported(name: str) -> None:
     try:
-        if armed and name == DYNAMO_MODULE and not any(map(_installed, LIBRARY_MODULES)):
+        if armed and name == DYNAMO_MODULE and not any(map(importable, LIBRARY_MODULES)):
             warn_once("dm-tree is not installed, so there is nothing to make traceable")
         if armed:
             _register_now(from_hook=True)

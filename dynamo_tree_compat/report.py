@@ -6,14 +6,13 @@ so that defining the report costs nothing until someone asks for it.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 
 from . import activation
 
-__all__ = ["Status", "importable", "status"]
+__all__ = ["Status", "status"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +47,6 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def importable(module_name: str) -> bool:
-    """Whether ``module_name`` can be imported, without importing it."""
-    if module_name in sys.modules:
-        return sys.modules[module_name] is not None
-    try:
-        return importlib.util.find_spec(module_name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def status() -> Status:
     """A structured report: versions, mode, how the package was activated, coverage.
 
@@ -81,7 +70,7 @@ def status() -> Status:
                 functions[name] = "registered"
             elif name in substitutions.NOT_REGISTERED:
                 functions[name] = substitutions.NOT_REGISTERED[name]
-            elif not importable(module_name):
+            elif not activation.importable(module_name):
                 functions[name] = f"unavailable: {library} is not installed"
             elif not activation.armed:
                 functions[name] = "not registered: the package is not activated"

@@ -159,14 +159,14 @@ def install() -> dict[str, str]:
                     reason = f"this {library} has no {substitution.name}"
                 else:
                     reason = _register(substitution)
-                    if reason is None and library == "dm-tree":
-                        _connect_dmtree(module)
                 if reason is None:
                     outcome[key] = "registered"
                     NOT_REGISTERED.pop(key, None)
                     _dynamo_compat.LOG.debug("registered the twin of %s", key)
                 else:
                     outcome[key] = NOT_REGISTERED[key] = reason
+            if library == "dm-tree" and "registered" in outcome.values():
+                _connect_dmtree(module)
         if REGISTERED and not _helpers_registered:
             helpers = [(helper, _do_nothing) for helper in _QUIET_WHILE_TRACING]
             helpers.append((dmtree._depth_limit, _traced_depth_limit))
