@@ -36,9 +36,14 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 integration-keras: $(KERAS_STAMP)
 	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py
 
-## The long fuzz profile (opt-in).
+## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
+## function. SEED=<n> reproduces a run; the seed is printed first.
+SEED ?= $(shell date +%s)
 fuzz-long: $(STAMP)
-	DTC_FUZZ=long $(BIN)/python -m pytest -q tests/test_dmtree_parity.py
+	@echo "fuzz-long: --hypothesis-seed=$(SEED)"
+	DTC_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider --hypothesis-seed=$(SEED) \
+		--hypothesis-show-statistics tests/test_dmtree_parity.py \
+		tests/test_dmtree_compile.py
 
 benchmark: $(STAMP)
 	$(BIN)/python -m pip install --quiet matplotlib

@@ -6,7 +6,9 @@ registered once ``torch._dynamo`` and a mirrored library are both imported, whic
 comes first.
 
 The mode (``twins_enabled``) is process-wide, like ``torch._dynamo.config``: a scope
-entered in one thread applies to what every thread traces until it exits.
+entered in one thread applies to what every thread traces until it exits. Every change
+of the mode or of the registrations waits for a compile in progress to end (it takes
+Dynamo's compile lock), so no compile sees half a change.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import types
 import warnings
 from collections.abc import Sequence
 from typing import Any
+
+from . import _dynamo_compat
 
 __all__ = [
     "ENV_SWITCH",
@@ -39,7 +43,11 @@ DYNAMO_MODULE = "torch._dynamo"
 LIBRARY_MODULES = ("tree",)
 
 #: Whether traced calls use the twins; the registered gates read it and Dynamo guards it.
+#: It is the innermost open scope's setting, or else the global activation's.
 twins_enabled = False
+_globally_enabled = False
+# Open scopes, oldest first, as (token, on); scopes in threads need not nest.
+_scopes: list[tuple[object, bool]] = []
 #: How the package was activated: "import", "autoload", "install()", or None.
 activated_by: str | None = None
 #: Whether the post-import hook is armed (by activation or a scope).
@@ -88,7 +96,7 @@ def _register_now(from_hook: bool = False) -> None:
     try:
         from . import substitutions
 
-        outcome = substitutions.install()
+        outcome = substitutions.install(wait=not from_hook)
     except Exception as error:  # noqa: BLE001 - must never break the user's program
         warn_once(f"registering the twins failed with {type(error).__name__}: {error}")
         return
@@ -180,15 +188,16 @@ def activate(how: str) -> bool:
 
     Returns whether the package is active afterwards. Never raises.
     """
-    global twins_enabled, activated_by
+    global _globally_enabled, activated_by
     try:
         if switched_off():
             return False
-        with _lock:
+        with _dynamo_compat.compile_lock(), _lock:
             # The autoload entry point imports the package first: it names the real cause.
             if activated_by is None or (how == "autoload" and activated_by == "import"):
                 activated_by = how
-            twins_enabled = True
+            _globally_enabled = True
+            _set_mode()
             arm()
         return True
     except Exception as error:  # noqa: BLE001 - runs inside import torch
@@ -204,11 +213,12 @@ def install() -> None:
     >>> dynamo_tree_compat.status().mode
     'on'
     """
-    global twins_enabled, activated_by
-    with _lock:
+    global _globally_enabled, activated_by
+    with _dynamo_compat.compile_lock(), _lock:
         if activated_by is None:
             activated_by = "install()"
-        twins_enabled = True
+        _globally_enabled = True
+        _set_mode()
         arm()
 
 
@@ -221,40 +231,50 @@ def uninstall() -> None:
     'off'
     >>> dynamo_tree_compat.install()
     """
-    global twins_enabled, activated_by, armed
-    with _lock:
-        twins_enabled = False
+    global _globally_enabled, activated_by, armed
+    with _dynamo_compat.compile_lock(), _lock:
+        _globally_enabled = False
+        _set_mode()
         activated_by = None
         armed = False
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(_watcher)
-    # Outside our lock: uninstalling resets Dynamo, which waits for compiles in progress.
-    if "dynamo_tree_compat.substitutions" in sys.modules:
-        from . import substitutions
+        if "dynamo_tree_compat.substitutions" in sys.modules:
+            from . import substitutions
 
-        substitutions.uninstall()
+            substitutions.uninstall()
+
+
+def _set_mode() -> None:
+    global twins_enabled
+    twins_enabled = _scopes[-1][1] if _scopes else _globally_enabled
 
 
 class _Mode(contextlib.ContextDecorator):
-    """Sets the mode for what is traced inside; restores the outer mode on exit."""
+    """Sets the mode for what is traced inside; on exit, the mode of what is still open."""
 
     def __init__(self, on: bool) -> None:
         self.on = on
-        self._saved: list[bool] = []
+        self._tokens: dict[int, list[object]] = {}  # by thread: one instance, many threads
 
     def __enter__(self) -> _Mode:
-        global twins_enabled
-        with _lock:
+        token = object()
+        with _dynamo_compat.compile_lock(), _lock:
             if self.on:
                 arm()
-            self._saved.append(twins_enabled)
-            twins_enabled = self.on
+            self._tokens.setdefault(threading.get_ident(), []).append(token)
+            _scopes.append((token, self.on))
+            _set_mode()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        global twins_enabled
-        with _lock:
-            twins_enabled = self._saved.pop()
+        with _dynamo_compat.compile_lock(), _lock:
+            tokens = self._tokens[threading.get_ident()]
+            token = tokens.pop()
+            if not tokens:
+                del self._tokens[threading.get_ident()]
+            _scopes[:] = [scope for scope in _scopes if scope[0] is not token]
+            _set_mode()
 
 
 def enabled() -> _Mode:

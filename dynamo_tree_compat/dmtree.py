@@ -186,6 +186,16 @@ def _warn_about_set() -> None:
         print(SET_WARNING, file=sys.stderr)
 
 
+def _class_of(instance: object) -> Any:
+    """``instance.__class__``, as the C library asks; for a tensor, its type.
+
+    Dynamo cannot read ``__class__`` of a tensor subclass, and a tensor's is its type.
+    """
+    if isinstance(instance, _TENSOR):
+        return type(instance)
+    return instance.__class__
+
+
 def _is_attrs(instance: object) -> bool:
     """Returns True iff ``instance``'s class is an attrs class.
 
@@ -195,7 +205,7 @@ def _is_attrs(instance: object) -> bool:
     kind = type(instance)
     if kind in _NESTED_BUILTINS or kind in _LEAF_BUILTINS:
         return False
-    return hasattr(instance.__class__, "__attrs_attrs__")
+    return hasattr(_class_of(instance), "__attrs_attrs__")
 
 
 def is_nested(structure: object) -> bool:
@@ -225,7 +235,7 @@ def is_nested(structure: object) -> bool:
         return False
     if isinstance(structure, (dict, abc.Mapping, abc.MappingView)):
         return True
-    if hasattr(structure.__class__, "__attrs_attrs__"):
+    if hasattr(_class_of(structure), "__attrs_attrs__"):
         return True
     if isinstance(structure, set):
         _warn_about_set()

@@ -134,13 +134,15 @@ def _gate(twin: Callable[..., Any], original_name: str) -> Callable[..., Any]:
     return gate
 
 
-def install() -> dict[str, str]:
+def install(wait: bool = True) -> dict[str, str]:
     """Registers every twin whose library is imported. Idempotent.
 
+    It waits for a compile in progress in another thread to end, unless ``wait`` is
+    False (the post-import hook: the compiling thread may wait for that very import).
     Returns a map from each original's import path to what happened to it this time:
     ``"registered"``, or the reason it was not.
     """
-    with _lock:
+    with _dynamo_compat.compile_lock(wait), _lock:
         unsupported = _dynamo_compat.substitution_support()
         outcome: dict[str, str] = {}
         for library, (module_name, is_library, substitutions) in LIBRARIES.items():
@@ -193,22 +195,32 @@ def _register(substitution: Substitution) -> str | None:
     except ValueError as error:  # something else already handles it
         return f"already handled elsewhere: {error}"
     REGISTERED[substitution.original_name] = (original, handle)
-    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG):
+    fast_path = substitution.name if substitution.name in _dynamo_compat.FAST_PATHS else None
+    if substitution.library != "dm-tree":
+        fast_path = None
+    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, fast_path):
         UNGUARDED.add(substitution.original_name)
     return None
 
 
 def uninstall() -> list[str]:
-    """Removes every registration install() made; returns those torch would not let go."""
-    with _lock:
+    """Removes every registration install() made; returns those torch would not let go.
+
+    Graphs traced with the twins guard on the mode, which is off after uninstalling, so
+    they recompile; Dynamo is reset only where a registration had no such guard, since
+    torch 2.13 can crash when torch._dynamo.reset() runs while another thread runs
+    compiled code.
+    """
+    with _dynamo_compat.compile_lock(), _lock:
         stuck = []
-        removed = False
+        unguarded_removed = False
         for key, (original, handle) in list(REGISTERED.items()):
             if _dynamo_compat.unsubstitute(original, handle):
                 del REGISTERED[key]
-                removed = True
+                unguarded_removed |= key in UNGUARDED
+                UNGUARDED.discard(key)
             else:
                 stuck.append(key)
-    if removed:  # outside our lock: resetting waits for any compile in progress
-        _dynamo_compat.reset_compiled_code()
+        if unguarded_removed:
+            _dynamo_compat.reset_compiled_code()
     return stuck

@@ -142,6 +142,35 @@ def specs(max_leaves: int = 12, unsortable: bool = False) -> st.SearchStrategy[S
     )
 
 
+PLAIN_KINDS = ("list", "tuple", "dict")
+PLAIN_LEAF_KINDS = ("int", "str", "bytes", "none", "float", "array")
+
+
+@st.composite
+def _plain_node(draw: Any, children: st.SearchStrategy[Spec]) -> Spec:
+    kind = draw(st.sampled_from(PLAIN_KINDS))
+    items = draw(st.lists(children, max_size=4))
+    if kind == "dict":
+        return (kind, tuple(zip(draw(_keys(len(items), False)), items)))
+    return (kind, tuple(items))
+
+
+def plain_specs(max_leaves: int = 12) -> st.SearchStrategy[Spec]:
+    """Specs of exact dicts, lists and tuples only: what the fast path handles."""
+    plain_leaves = leaves().filter(lambda spec: spec[0] in PLAIN_LEAF_KINDS)
+    return st.recursive(plain_leaves, _plain_node, max_leaves=max_leaves)
+
+
+def is_plain(spec: Spec) -> bool:
+    """Whether ``spec`` holds only exact dicts, lists, tuples and plain leaves."""
+    kind, payload = spec
+    if kind in LEAF_KINDS:
+        return kind in PLAIN_LEAF_KINDS
+    if kind == "dict":
+        return all(is_plain(child) for _, child in payload)
+    return kind in PLAIN_KINDS and all(is_plain(child) for child in payload)
+
+
 # --- Building --------------------------------------------------------------------------
 
 

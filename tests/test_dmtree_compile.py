@@ -8,6 +8,7 @@ order included.
 from __future__ import annotations
 
 import collections
+import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -15,18 +16,24 @@ from typing import Any
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
 import dynamo_tree_compat
+from dynamo_tree_compat import _dynamo_compat
 from tests.structures import (
+    LEAF_KINDS,
+    MAPPING_KINDS,
     ReadOnlyMapping,
     Spec,
     assert_identical,
     attrs_class,
     build,
+    is_plain,
     namedtuple_class,
     namedtuple_subclass,
     outcome,
+    plain_specs,
     specs,
     tensor_leaves,
 )
@@ -212,23 +219,55 @@ def test_disabled_scope_restores_the_graph_break_and_enabled_restores_the_graph(
     assert sum(counters["graph_break"].values()) == 0
 
 
-@settings(max_examples=25)
-@given(specs(max_leaves=8))
-def test_generated_structures_trace_like_eager(spec: Spec) -> None:
+#: The dm-tree function each call is about, where it has a fast path.
+FAST_CALLS = {
+    "is_nested": "is_nested",
+    "flatten": "flatten",
+    "flatten_with_path": "flatten_with_path",
+    "assert_same_structure": "assert_same_structure",
+    "map_structure": "map_structure",
+    "map_structure_two": "map_structure",
+    "map_structure_with_path": "map_structure_with_path",
+    "unflatten_as": "flatten",
+}
+# The long profile (DTC_FUZZ=long): 2,000 structures per function; CI draws a few.
+COMPILED_EXAMPLES = int(
+    os.environ.get("DTC_COMPILED_EXAMPLES", 2000 if os.environ.get("DTC_FUZZ") == "long" else 4)
+)
+# Every call with the fast path in place; the fast-path calls also with it forced off.
+GENERATED = [(name, True) for name in sorted(CALLS)] + [
+    (name, False) for name in sorted(FAST_CALLS)
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "fast_path"), GENERATED, ids=[f"{n}-{'fast' if f else 'twin'}" for n, f in GENERATED]
+)
+@settings(max_examples=COMPILED_EXAMPLES)
+@given(spec=st.one_of(specs(max_leaves=8), plain_specs(max_leaves=8)))
+def test_generated_structures_trace_like_eager(name: str, fast_path: bool, spec: Spec) -> None:
     if any(kind in repr(spec) for kind in ("'proxy'", "'keys'", "'values'", "'items'")):
         return  # Dynamo cannot take wrapt proxies or mapping views as inputs
+    if "'bytearray'" in repr(spec) and ("path" in name or "up_to" in name or "traverse" in name):
+        return  # dm-tree's Python paths iterate a bytearray; Dynamo cannot (see README)
+    if name.startswith("_") and spec[0] in LEAF_KINDS:
+        return  # private helpers meant for containers, given a tensor: they iterate it
+    if name == "_sorted" and spec[0] not in MAPPING_KINDS:
+        return  # it sorts dict keys; a list of tensors has none Dynamo can sort
+    call = CALLS[name]
+    expected = outcome(call, build(spec, tensor_leaves))
+    if expected[0] == "raised":
+        return  # unsortable keys and such: covered by the error tests
     torch._dynamo.reset()
-    structure = build(spec, tensor_leaves)
-    for name in (
-        "flatten",
-        "map_structure",
-        "flatten_with_path",
-        "assert_same_structure",
-        "map_structure_with_path",
-        "unflatten_as",
-    ):
-        call = CALLS[name]
-        expected = outcome(call, build(spec, tensor_leaves))
-        if expected[0] == "raised":
-            continue  # unsortable keys and such: covered by the error tests
-        assert_identical(expected[1], compiled(call)(structure))
+    _dynamo_compat.FAST_PATH_STATS.clear()
+    saved, _dynamo_compat.FAST_PATH_ON = _dynamo_compat.FAST_PATH_ON, fast_path
+    try:
+        assert_identical(expected[1], compiled(call)(build(spec, tensor_leaves)))
+    finally:
+        _dynamo_compat.FAST_PATH_ON = saved
+    taken = {key for key in _dynamo_compat.FAST_PATH_STATS if key.startswith("taken:")}
+    if not fast_path:
+        assert not taken
+    elif is_plain(spec) and name in FAST_CALLS:
+        assert f"taken:tree.{FAST_CALLS[name]}" in taken
+        assert not any(key.startswith("fallback:") for key in _dynamo_compat.FAST_PATH_STATS)

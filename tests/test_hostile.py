@@ -207,6 +207,9 @@ def test_tensor_subclasses_as_leaves() -> None:
 
     assert_parity(make)
     assert_compiled_like_eager(lambda x: tree.map_structure(lambda t: t * 2, {"s": [x, x + 1]}))
+    assert_compiled_like_eager(
+        lambda x: tree.map_structure(lambda t: t * 2, {"s": [x.as_subclass(_MyTensor), x]})
+    )
 
 
 def test_none_and_empty_containers_everywhere() -> None:

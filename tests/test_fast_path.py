@@ -1,0 +1,242 @@
+"""The fast path: common dm-tree calls handled at Dynamo's variable level.
+
+Each test checks three things: the result is eager's (the C library's), the fast path was
+taken or fell back as it should, and, where the fast path falls back, it did so before
+any user code was traced, so that user functions still run once per leaf, in order.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+import dynamo_tree_compat
+from dynamo_tree_compat import _dynamo_compat
+from tests.structures import assert_identical, outcome
+
+tree = pytest.importorskip("tree")
+FAST = tuple(f"tree.{name}" for name in _dynamo_compat.FAST_PATHS)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    _dynamo_compat.FAST_PATH_STATS.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled(function: Callable[..., Any], fullgraph: bool = True) -> Callable[..., Any]:
+    return torch.compile(function, fullgraph=fullgraph, backend="eager")
+
+
+def stats(prefix: str) -> set[str]:
+    counted = _dynamo_compat.FAST_PATH_STATS
+    return {key.removeprefix(prefix) for key in counted if key.startswith(prefix)}
+
+
+def benchmark_structure(x: torch.Tensor) -> dict[str, Any]:
+    return {f"k{i}": [(x, x + i)] for i in range(5, 0, -1)}
+
+
+CALLS: dict[str, Callable[[Any], Any]] = {
+    "tree.is_nested": tree.is_nested,
+    "tree.flatten": tree.flatten,
+    "tree.flatten_with_path": tree.flatten_with_path,
+    "tree.assert_same_structure": lambda s: tree.assert_same_structure(s, s),
+    "tree.map_structure": lambda s: tree.map_structure(
+        lambda a, b: (b, a), s, s, check_types=False
+    ),
+    "tree.map_structure_with_path": lambda s: tree.map_structure_with_path(
+        lambda path, v: (path, v), s
+    ),
+}
+
+
+def test_every_fast_path_is_exercised() -> None:
+    assert set(CALLS) == set(FAST)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_taken_for_dicts_lists_and_tuples_built_inside(name: str) -> None:
+    call = CALLS[name]
+
+    def body(x: torch.Tensor) -> Any:
+        return call(benchmark_structure(x))
+
+    x = torch.ones(2)
+    explanation = torch._dynamo.explain(body)(x)
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0)
+    torch._dynamo.reset()
+    _dynamo_compat.FAST_PATH_STATS.clear()
+    assert_identical(body(x), compiled(body)(x))
+    assert stats("taken:") == {name} and not stats("fallback:")
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_taken_for_inputs_with_constants_symbols_and_parameters(name: str) -> None:
+    structure = {
+        3: [torch.ones(2), 1.5, "s", None, b"b", True],
+        -1: (torch.nn.Parameter(torch.zeros(2)), ()),
+        0: {},
+        7: [],
+    }
+    assert_identical(CALLS[name](structure), compiled(CALLS[name])(structure))
+    assert stats("taken:") == {name} and not stats("fallback:")
+
+
+def test_map_structure_calls_func_in_sorted_key_order_and_keeps_insertion_order() -> None:
+    def body(x: torch.Tensor, seen: list[Any]) -> Any:
+        def record(path: Any, value: torch.Tensor) -> torch.Tensor:
+            seen.append(path)
+            return value + len(seen)
+
+        return tree.map_structure_with_path(record, {"b": x, "a": [x, {"z": x, "c": x}]})
+
+    x = torch.ones(2)
+    eager_seen: list[Any] = []
+    compiled_seen: list[Any] = []
+    assert_identical(body(x, eager_seen), compiled(body)(x, compiled_seen))
+    assert compiled_seen == eager_seen == [("a", 0), ("a", 1, "c"), ("a", 1, "z"), ("b",)]
+    assert stats("taken:") == {"tree.map_structure_with_path"}
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+Point = collections.namedtuple("Point", "x y")
+
+
+class SubTensor(torch.Tensor):
+    pass
+
+
+FALLBACKS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "namedtuple deep inside": lambda x: {"a": x, "b": [x, Point(x, x)]},
+    "OrderedDict": lambda x: collections.OrderedDict([("b", x), ("a", x)]),
+    "defaultdict": lambda x: collections.defaultdict(list, {"b": x}),
+    "enum key": lambda x: {Colour.RED: x},
+    "set leaf": lambda x: [x, {1, 2}],
+    "tensor subclass leaf": lambda x: [x, x.as_subclass(SubTensor)],
+    "deeper than the fast path goes": lambda x: _nest(x, _dynamo_compat.FAST_PATH_MAX_DEPTH + 5),
+}
+
+
+def _nest(x: torch.Tensor, depth: int) -> Any:
+    structure: Any = x
+    for _ in range(depth):
+        structure = [structure]
+    return structure
+
+
+@pytest.mark.parametrize("case", sorted(FALLBACKS))
+def test_falls_back_to_the_twin_before_any_user_call(case: str) -> None:
+    make = FALLBACKS[case]
+
+    def body(x: torch.Tensor, seen: list[Any]) -> Any:
+        def record(value: Any) -> Any:
+            # Dynamo's type() of an in-graph tensor subclass says Tensor: ask no more.
+            seen.append("tensor" if isinstance(value, torch.Tensor) else type(value).__name__)
+            return value
+
+        structure = make(x)
+        return tree.map_structure(record, structure), tree.flatten_with_path(structure)
+
+    x = torch.ones(2)
+    eager_seen: list[Any] = []
+    compiled_seen: list[Any] = []
+    assert_identical(body(x, eager_seen), compiled(body)(x, compiled_seen))
+    assert compiled_seen == eager_seen
+    assert {"tree.map_structure", "tree.flatten_with_path"} <= stats("fallback:")
+    assert not stats("taken:")
+
+
+def test_structures_that_differ_fall_back_and_keep_dm_tree_semantics() -> None:
+    def body(x: torch.Tensor) -> Any:
+        # check_types=False lets a list match a tuple: dm-tree's rule, from the twin.
+        return tree.map_structure(torch.add, [x, (x,)], ([x], [x]), check_types=False)
+
+    x = torch.ones(2)
+    assert outcome(body, x)[0] == "raised"
+    assert outcome(compiled(body, fullgraph=False), x) == outcome(body, x)
+    assert "tree.map_structure" in stats("fallback:")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda x: tree.flatten({1: x, "a": x}),
+        lambda x: tree.assert_same_structure({"a": x}, {"b": x}),
+        lambda x: tree.map_structure(3, [x]),
+        lambda x: tree.map_structure(torch.neg),
+        lambda x: tree.map_structure(torch.neg, [x], bogus=True),
+    ],
+    ids=["unsortable keys", "different keys", "not callable", "no structure", "bad keyword"],
+)
+def test_errors_come_from_the_twin_word_for_word(body: Callable[[torch.Tensor], Any]) -> None:
+    x = torch.ones(2)
+    expected = outcome(body, x)
+    assert expected[0] == "raised"
+    assert outcome(compiled(body, fullgraph=False), x) == expected
+    assert stats("fallback:") and not stats("taken:")
+
+
+def test_results_are_new_containers_and_see_earlier_mutation() -> None:
+    def body(items: list[Any], table: dict[str, Any]) -> Any:
+        table["z"] = items[0]
+        del table["a"]
+        flat = tree.flatten(items)
+        flat.append(len(flat))
+        mapped = tree.map_structure(torch.neg, table)
+        mapped["new"] = 1
+        return flat, mapped
+
+    def inputs() -> tuple[list[Any], dict[str, Any]]:
+        x = torch.arange(2.0)
+        return [x, [x]], {"b": x, "a": x}
+
+    eager_inputs, compiled_inputs = inputs(), inputs()
+    assert_identical(body(*eager_inputs), compiled(body)(*compiled_inputs))
+    assert_identical(eager_inputs, compiled_inputs)
+    assert stats("taken:") == {"tree.flatten", "tree.map_structure"}
+
+
+def test_a_graph_break_inside_func_behaves_as_with_the_twin() -> None:
+    def body(x: torch.Tensor) -> Any:
+        def breaks(value: torch.Tensor) -> torch.Tensor:
+            torch._dynamo.graph_break()
+            return value + 1
+
+        return tree.map_structure(breaks, {"a": x, "b": x})
+
+    x = torch.ones(2)
+    assert_identical(body(x), compiled(body, fullgraph=False)(x))
+
+
+def test_disabled_mode_takes_no_fast_path() -> None:
+    x = torch.ones(2)
+    with dynamo_tree_compat.disabled():
+        assert_identical(
+            tree.flatten(benchmark_structure(x)),
+            compiled(lambda x: tree.flatten(benchmark_structure(x)), fullgraph=False)(x),
+        )
+    assert not stats("taken:")
+
+
+def test_forced_off_traces_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_dynamo_compat, "FAST_PATH_ON", False)
+    x = torch.ones(2)
+    result = compiled(lambda x: tree.flatten(benchmark_structure(x)))(x)
+    assert_identical(tree.flatten(benchmark_structure(x)), result)
+    assert not _dynamo_compat.FAST_PATH_STATS
+
+
+def test_moved_dynamo_classes_mean_no_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_dynamo_compat, "_kinds", lambda: None)
+    assert _dynamo_compat._fast_variable_class.__wrapped__() is None
