@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KERAS_VENV ?= .venv-keras
 KERAS_STAMP := $(KERAS_VENV)/.installed
 
-.PHONY: doctor test integration-keras fuzz-long benchmark clean
+.PHONY: doctor test integration-keras matrix fuzz-long benchmark clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,18 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 integration-keras: $(KERAS_STAMP)
 	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py
 
+## The version matrix: one environment without dm-tree and optree, then with dm-tree only.
+MATRIX_VENV ?= .venv-matrix
+MATRIX_TEST := $(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/matrix
+matrix:
+	rm -rf $(MATRIX_VENV)
+	$(PYTHON) -m venv $(MATRIX_VENV)
+	$(MATRIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MATRIX_VENV)/bin/python -m pip install --quiet -c constraints.txt -e . pytest hypothesis
+	DTC_MATRIX=1 DTC_MISSING=tree,optree $(MATRIX_TEST)
+	$(MATRIX_VENV)/bin/python -m pip install --quiet -c constraints.txt dm-tree
+	DTC_MATRIX=1 DTC_MISSING=optree $(MATRIX_TEST)
+
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.
 SEED ?= $(shell date +%s)
@@ -50,4 +62,4 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/compile_time.py
 
 clean:
-	rm -rf $(VENV) $(KERAS_VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info
+	rm -rf $(VENV) $(KERAS_VENV) $(MATRIX_VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info

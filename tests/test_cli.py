@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fresh import run_fresh
+
 pytest.importorskip("tree")
 
 SCRIPT_WITH_TREE_BREAKS = """
@@ -140,3 +142,36 @@ def test_torch_logs_name_shows_registrations_and_twins_used() -> None:
     assert completed.returncode == 0, completed.stderr
     assert "registered the twin of tree.flatten" in completed.stderr
     assert "Dynamo met tree.flatten: tracing its twin" in completed.stderr
+
+
+def test_torch_without_optree_polyfills_is_reported_and_dm_tree_still_traces() -> None:
+    """An older torch (before 2.6) has no optree polyfills: simulated by removing them."""
+    completed = run_fresh(
+        """
+        import torch, torch._dynamo, optree, tree
+        from dynamo_tree_compat import _dynamo_compat, cli
+        handlers = _dynamo_compat.torch_polyfills()
+        for original, handle in handlers.items():
+            if str(getattr(original, "__module__", "")).startswith("optree"):
+                _dynamo_compat.unsubstitute(original, handle)
+        states = {state for library, _, state in cli.coverage() if library == "optree"}
+        print(sorted(states))
+
+        def step(x):
+            return tree.flatten({"b": x, "a": [x]}), optree.tree_leaves({"c": x})
+
+        x = torch.ones(2)
+        try:
+            torch.compile(step, fullgraph=True, backend="eager")(x)
+            print("optree traced")
+        except torch._dynamo.exc.Unsupported:
+            print("optree breaks")
+        torch._dynamo.reset()
+        print(repr(torch.compile(step, backend="eager")(x)) == repr(step(x)))
+        dm_tree_only = lambda x: tree.flatten({"b": x, "a": [x]})
+        print(repr(torch.compile(dm_tree_only, fullgraph=True, backend="eager")(x)))
+        """
+    )
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "['not covered by this package yet: Dynamo may break the graph']"
+    assert lines[1:] == ["optree breaks", "True", "[tensor([1., 1.]), tensor([1., 1.])]"]

@@ -230,44 +230,67 @@ FAST_CALLS = {
     "map_structure_with_path": "map_structure_with_path",
     "unflatten_as": "flatten",
 }
-# The long profile (DTC_FUZZ=long): 2,000 structures per function; CI draws a few.
+# The long profile (DTC_FUZZ=long) puts 2,000 structures through every function in one
+# graph per structure, with the fast path and without; CI draws a few.
 COMPILED_EXAMPLES = int(
-    os.environ.get("DTC_COMPILED_EXAMPLES", 2000 if os.environ.get("DTC_FUZZ") == "long" else 4)
+    os.environ.get("DTC_COMPILED_EXAMPLES", 2000 if os.environ.get("DTC_FUZZ") == "long" else 10)
 )
 # Every call with the fast path in place; the fast-path calls also with it forced off.
 GENERATED = [(name, True) for name in sorted(CALLS)] + [
     (name, False) for name in sorted(FAST_CALLS)
 ]
+generated_specs = st.one_of(specs(max_leaves=8), plain_specs(max_leaves=8))
 
 
-@pytest.mark.parametrize(
-    ("name", "fast_path"), GENERATED, ids=[f"{n}-{'fast' if f else 'twin'}" for n, f in GENERATED]
-)
-@settings(max_examples=COMPILED_EXAMPLES)
-@given(spec=st.one_of(specs(max_leaves=8), plain_specs(max_leaves=8)))
-def test_generated_structures_trace_like_eager(name: str, fast_path: bool, spec: Spec) -> None:
-    if any(kind in repr(spec) for kind in ("'proxy'", "'keys'", "'values'", "'items'")):
-        return  # Dynamo cannot take wrapt proxies or mapping views as inputs
-    if "'bytearray'" in repr(spec) and ("path" in name or "up_to" in name or "traverse" in name):
-        return  # dm-tree's Python paths iterate a bytearray; Dynamo cannot (see README)
+def traceable_here(name: str, spec: Spec) -> bool:
+    """Whether Dynamo can take ``spec`` for this call (README lists what it cannot)."""
+    text = repr(spec)
+    if any(kind in text for kind in ("'proxy'", "'keys'", "'values'", "'items'")):
+        return False  # Dynamo cannot take wrapt proxies or mapping views as inputs
+    if "'bytearray'" in text and ("path" in name or "up_to" in name or "traverse" in name):
+        return False  # dm-tree's Python paths iterate a bytearray; Dynamo cannot
     if name.startswith("_") and spec[0] in LEAF_KINDS:
-        return  # private helpers meant for containers, given a tensor: they iterate it
-    if name == "_sorted" and spec[0] not in MAPPING_KINDS:
-        return  # it sorts dict keys; a list of tensors has none Dynamo can sort
-    call = CALLS[name]
-    expected = outcome(call, build(spec, tensor_leaves))
-    if expected[0] == "raised":
-        return  # unsortable keys and such: covered by the error tests
+        return False  # private helpers meant for containers, given a tensor: they iterate it
+    return name != "_sorted" or spec[0] in MAPPING_KINDS  # it sorts dict keys, not tensors
+
+
+def compile_and_compare(names: list[str], fast_path: bool, spec: Spec) -> None:
+    """One graph running every call in ``names`` on ``spec`` equals eager's results."""
+    names = [n for n in names if traceable_here(n, spec)]
+    names = [n for n in names if outcome(CALLS[n], build(spec, tensor_leaves))[0] == "returned"]
+    if not names:
+        return  # nothing Dynamo can take; errors are checked by the named error tests
+
+    def every_call(structure: Any) -> dict[str, Any]:
+        return {name: CALLS[name](structure) for name in names}
+
     torch._dynamo.reset()
     _dynamo_compat.FAST_PATH_STATS.clear()
     saved, _dynamo_compat.FAST_PATH_ON = _dynamo_compat.FAST_PATH_ON, fast_path
     try:
-        assert_identical(expected[1], compiled(call)(build(spec, tensor_leaves)))
+        expected = every_call(build(spec, tensor_leaves))
+        assert_identical(expected, compiled(every_call)(build(spec, tensor_leaves)))
     finally:
         _dynamo_compat.FAST_PATH_ON = saved
     taken = {key for key in _dynamo_compat.FAST_PATH_STATS if key.startswith("taken:")}
     if not fast_path:
         assert not taken
-    elif is_plain(spec) and name in FAST_CALLS:
-        assert f"taken:tree.{FAST_CALLS[name]}" in taken
+    elif is_plain(spec):
+        assert {f"taken:tree.{FAST_CALLS[n]}" for n in names if n in FAST_CALLS} <= taken
         assert not any(key.startswith("fallback:") for key in _dynamo_compat.FAST_PATH_STATS)
+
+
+@pytest.mark.parametrize(
+    ("name", "fast_path"), GENERATED, ids=[f"{n}-{'fast' if f else 'twin'}" for n, f in GENERATED]
+)
+@settings(max_examples=4)
+@given(spec=generated_specs)
+def test_generated_structures_trace_like_eager(name: str, fast_path: bool, spec: Spec) -> None:
+    compile_and_compare([name], fast_path, spec)
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "twin"])
+@settings(max_examples=COMPILED_EXAMPLES)
+@given(spec=generated_specs)
+def test_generated_structures_every_function_in_one_graph(fast_path: bool, spec: Spec) -> None:
+    compile_and_compare(sorted(CALLS), fast_path, spec)

@@ -1,0 +1,97 @@
+"""The package in environments that lack dm-tree, or optree: `make matrix` builds them.
+
+DTC_MISSING names the import names this environment must lack ("tree,optree" or
+"optree"); the first test checks that they really are missing, so that the others test
+what they claim to.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.fresh import run_fresh
+
+MISSING = {name for name in os.environ.get("DTC_MISSING", "").split(",") if name}
+HAS_DM_TREE = "tree" not in MISSING
+
+
+def test_the_libraries_named_missing_are_missing_and_the_others_present() -> None:
+    assert MISSING, "set DTC_MISSING, as `make matrix` does"
+    for name in ("tree", "optree"):
+        assert (importlib.util.find_spec(name) is None) == (name in MISSING), name
+
+
+def test_import_torch_and_compile_never_break() -> None:
+    completed = run_fresh(
+        """
+        import warnings
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as caught:
+            import torch
+            fn = torch.compile(lambda x: [x * 2, x + 1], fullgraph=True, backend="eager")
+            print(fn(torch.ones(2))[0].tolist())
+        import dynamo_tree_compat
+        ours = [w for w in caught if w.category is dynamo_tree_compat.DynamoTreeCompatWarning]
+        print(len(ours), [str(w.message) for w in ours])
+        print(dynamo_tree_compat.status().activated_by)
+        """
+    )
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "[2.0, 2.0]"
+    count = 0 if HAS_DM_TREE else 1  # one warning, when Dynamo loads with nothing to cover
+    assert lines[1].startswith(str(count)), lines[1]
+    if not HAS_DM_TREE:
+        assert "dm-tree is not installed" in lines[1]
+    assert lines[2] == "autoload"
+
+
+def test_status_and_the_main_job() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", "--json", "--backend", "eager"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    report = json.loads(completed.stdout)
+    assert completed.returncode == (0 if HAS_DM_TREE else 2), completed.stderr
+    assert (report["versions"]["dm-tree"] is None) == (not HAS_DM_TREE)
+    assert report["versions"]["optree"] is None
+    if HAS_DM_TREE:
+        assert [(run["mode"], run["graph_breaks"]) for run in report["runs"]][-1] == ("enabled", 0)
+
+
+def test_the_pure_python_twin_needs_no_dm_tree() -> None:
+    from dynamo_tree_compat import dmtree
+
+    structure = {"b": 1, "a": [2, (3, None)]}
+    assert dmtree.flatten(structure) == [2, 3, None, 1]
+    assert dmtree.map_structure(str, structure) == {"b": "1", "a": ["2", ("3", "None")]}
+    assert dmtree.flatten_with_path(structure)[0] == (("a", 0), 2)
+    with pytest.raises(ValueError, match="same number of elements"):
+        dmtree.assert_same_structure([1, 2], [1])
+
+
+def test_dm_tree_traces_without_optree_or_is_reported_missing() -> None:
+    import torch
+
+    import dynamo_tree_compat
+
+    if not HAS_DM_TREE:
+        torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))  # loads Dynamo
+        states = set(dynamo_tree_compat.status().functions.values())
+        assert states == {"unavailable: dm-tree is not installed"}
+        return
+    import tree
+
+    def step(x: torch.Tensor) -> object:
+        structure = {"b": x, "a": [x + 1, (x * 2,)]}
+        return tree.map_structure(torch.neg, structure), tree.flatten_with_path(structure)
+
+    x = torch.ones(2)
+    assert repr(torch.compile(step, fullgraph=True, backend="eager")(x)) == repr(step(x))
