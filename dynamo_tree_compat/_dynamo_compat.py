@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import inspect
 import logging
 import re
 import sys
@@ -93,6 +94,7 @@ def guard_on_flag(
     original: Callable[..., Any],
     flag_path: tuple[str, ...],
     fast_path: str | None = None,
+    when_off: Callable[..., Any] | None = None,
 ) -> bool:
     """Makes every graph that meets ``original`` guard on a module-level flag.
 
@@ -103,8 +105,9 @@ def guard_on_flag(
     when Dynamo first meets the original, at the call site, always holds.
 
     ``fast_path`` names a handler in :data:`FAST_PATHS` that Dynamo tries, while the
-    flag is on, before it traces the twin. Returns False, changing nothing, if torch's
-    tables are not as expected.
+    flag is on, before it traces the twin. With the flag off, ``when_off`` (a copy of
+    the original) is called as Dynamo calls any Python function, torch's own fast paths
+    included. Returns False, changing nothing, if torch's tables are not as expected.
     """
     tables = _registration_tables()
     if tables is None:
@@ -120,7 +123,7 @@ def guard_on_flag(
         return False
     fast_class = _fast_variable_class() if fast_path is not None else None
     if fast_class is not None and fast_path is not None:
-        _FAST_HANDLERS[id(original)] = (original, fast_path, flag_path)
+        _FAST_HANDLERS[id(original)] = (original, fast_path, flag_path, when_off)
 
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
         LOG.debug(
@@ -137,7 +140,23 @@ def guard_on_flag(
             variable.__class__ = fast_class
         return variable
 
+    _PREVIOUS_DISPATCH.setdefault(id(original), (original, dispatch))
     id_dispatch[id(original)] = dispatch_with_flag_guard
+    return True
+
+
+# id(original) -> (original, the dispatch guard_on_flag replaced)
+_PREVIOUS_DISPATCH: dict[int, tuple[Callable[..., Any], Any]] = {}
+
+
+def unhook(original: Callable[..., Any]) -> bool:
+    """Undoes :func:`guard_on_flag` where the registration itself is torch's."""
+    tables = _registration_tables()
+    entry = _PREVIOUS_DISPATCH.pop(id(original), None)
+    _FAST_HANDLERS.pop(id(original), None)
+    if tables is None or entry is None or entry[0] is not original:
+        return False
+    tables[0][id(original)] = entry[1]
     return True
 
 
@@ -149,6 +168,8 @@ def unsubstitute(original: Callable[..., Any], handle: Callable[..., Any]) -> bo
     id_dispatch, polyfilled_ids, rule_map, handlers = tables
     if handlers.get(original) is not handle:
         return False
+    _PREVIOUS_DISPATCH.pop(id(original), None)
+    _FAST_HANDLERS.pop(id(original), None)
     for key in (original, handle):
         id_dispatch.pop(id(key), None)
         if id(key) in polyfilled_ids():
@@ -240,7 +261,7 @@ FAST_PATH_STATS: collections.Counter[str] = collections.Counter()
 #: Deeper structures go to the twin, which has its own limit and error.
 FAST_PATH_MAX_DEPTH = 100
 # id(original) -> (original, name in FAST_PATHS, path of the mode flag)
-_FAST_HANDLERS: dict[int, tuple[Callable[..., Any], str, tuple[str, ...]]] = {}
+_FAST_HANDLERS: dict[int, tuple[Callable[..., Any], str, tuple[str, ...], Any]] = {}
 _KEY_TYPES = frozenset({str, int, float, bool, bytes})
 _CONSTANT_LEAF_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _LEAF, _LIST, _TUPLE, _DICT = range(4)
@@ -257,7 +278,23 @@ def _flag_is_on(flag_path: tuple[str, ...]) -> bool:
     return bool(value)
 
 
-@functools.cache
+def _cache_success(function: Callable[[], Any]) -> Callable[[], Any]:
+    """Caches a result that is not None: a failure (Dynamo half imported) may pass."""
+    found: list[Any] = []
+
+    @functools.wraps(function)
+    def cached() -> Any:
+        if not found:
+            result = function()
+            if result is None:
+                return None
+            found.append(result)
+        return found[0]
+
+    return cached
+
+
+@_cache_success
 def _kinds() -> types.SimpleNamespace | None:
     """Dynamo's variable classes the fast path reads and builds, or None if moved."""
     try:
@@ -274,6 +311,7 @@ def _kinds() -> types.SimpleNamespace | None:
             Constant=variables.ConstantVariable,
             Symbol=variables.SymNodeVariable,
             Deleted=variables.DeletedVariable,
+            Function=variables.UserFunctionVariable,
             Hashable=HashableTracker,
             new=ValueMutationNew,
             tensor_types=(torch.Tensor, torch.nn.Parameter),
@@ -289,7 +327,7 @@ def _kinds() -> types.SimpleNamespace | None:
         return None
 
 
-@functools.cache
+@_cache_success
 def _fast_variable_class() -> type | None:
     """A PolyfilledFunctionVariable that tries the fast path first, or None if moved."""
     try:
@@ -305,10 +343,15 @@ def _fast_variable_class() -> type | None:
 
         def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
             entry = _FAST_HANDLERS.get(id(self.fn))
-            if entry and entry[0] is self.fn and FAST_PATH_ON and _flag_is_on(entry[2]):
-                name = f"{self.fn.__module__}.{self.fn.__name__}"
+            if not entry or entry[0] is not self.fn:
+                return super().call_function(tx, args, kwargs)
+            if not _flag_is_on(entry[2]):
+                if entry[3] is not None:  # as without this package
+                    return kinds.Function(entry[3]).call_function(tx, args, kwargs)
+            elif FAST_PATH_ON:
+                name = entry[1]
                 try:
-                    result = FAST_PATHS[entry[1]](kinds, tx, list(args), dict(kwargs))
+                    result = FAST_PATHS[name](kinds, tx, list(args), dict(kwargs))
                 except _Fallback:
                     FAST_PATH_STATS["fallback:" + name] += 1
                 else:
@@ -319,8 +362,17 @@ def _fast_variable_class() -> type | None:
     return FastPathFunctionVariable
 
 
-def _node(k: Any, variable: Any) -> tuple[int, Any, list[Any] | None, list[Any]]:
-    """(kind, variable, dict keys as (key, tracker) in dm-tree's order, children)."""
+def fast_path_support() -> bool:
+    """Whether this torch's Dynamo has what the fast path reads and builds."""
+    return _fast_variable_class() is not None and _registration_tables() is not None
+
+
+def _node(k: Any, variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, list[Any]]:
+    """(kind, variable, dict keys as (key, tracker), children).
+
+    Dict keys come sorted, as dm-tree takes them, or with ``sort=False`` in insertion
+    order (optree's C code then orders them itself).
+    """
     variable = variable.realize()
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
@@ -336,7 +388,8 @@ def _node(k: Any, variable: Any) -> tuple[int, Any, list[Any] | None, list[Any]]
                 raise _Fallback
             entries.append((key, tracker, value))
         try:
-            entries.sort(key=lambda entry: entry[0])
+            if sort:
+                entries.sort(key=lambda entry: entry[0])
         except TypeError:  # unsortable keys: the twin raises dm-tree's error
             raise _Fallback from None
         return _DICT, variable, [entry[:2] for entry in entries], [entry[2] for entry in entries]
@@ -470,14 +523,148 @@ def _map(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bo
     return _rebuild(k, skeleton, results)
 
 
-#: Handlers by name: each returns Dynamo's variable for the result, or raises _Fallback.
+# optree: the structure is read from Dynamo's variables into a skeleton of plain Python
+# containers whose leaves are numbers; optree's own C code, run on the skeleton while
+# tracing, then says the order of the leaves, their paths and the result's containers.
+# Dict order depends on optree's dict_insertion_ordered mode, so the graph guards on it.
+
+#: Probes of optree's dict order mode, by namespace; Dynamo's guards call them.
+_ORDER_PROBES: dict[str, Callable[[], bool]] = {}
+_SIGNATURES: dict[Any, inspect.Signature] = {}
+
+
+def _guard_dict_order(namespace: str) -> None:
+    import optree._C
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.source import (
+        AttrSource,
+        CallFunctionNoArgsSource,
+        DictGetItemSource,
+        ImportSource,
+    )
+
+    if namespace not in _ORDER_PROBES:
+        _ORDER_PROBES[namespace] = functools.partial(
+            optree._C.is_dict_insertion_ordered, namespace, inherit_global_namespace=True
+        )
+    probes = AttrSource(AttrSource(ImportSource(LOG_NAME), "_dynamo_compat"), "_ORDER_PROBES")
+    source = CallFunctionNoArgsSource(DictGetItemSource(probes, namespace))
+    install_guard(source.make_guard(GuardBuilder.CONSTANT_MATCH))
+
+
+def _constant(variable: Any, default: Any, kind: type) -> Any:
+    if variable is None:
+        return default
+    if not variable.is_python_constant() or type(variable.as_python_constant()) is not kind:
+        raise _Fallback
+    return variable.as_python_constant()
+
+
+def _optree_options(original: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The bound arguments, if is_leaf is None and the options are constants."""
+    if original not in _SIGNATURES:
+        _SIGNATURES[original] = inspect.signature(original)
+    try:
+        bound = _SIGNATURES[original].bind(*args, **kwargs).arguments
+    except TypeError:  # optree raises its own error
+        raise _Fallback from None
+    is_leaf = bound.get("is_leaf")
+    if is_leaf is not None and not (
+        is_leaf.is_python_constant() and is_leaf.as_python_constant() is None
+    ):
+        raise _Fallback
+    none_is_leaf = _constant(bound.get("none_is_leaf"), False, bool)
+    namespace = _constant(bound.get("namespace"), "", str)
+    return bound, {"none_is_leaf": none_is_leaf, "namespace": namespace}
+
+
+def _skeleton(k: Any, variable: Any, none_is_leaf: bool, leaves: list[Any], depth: int) -> Any:
+    """Plain containers like the structure's, with leaf numbers for leaves."""
+    kind, first, keys, children = _node(k, variable, sort=False)
+    if kind == _LEAF:
+        if not none_is_leaf and type(first) is k.Constant and first.value is None:
+            return None
+        leaves.append(first)
+        return len(leaves) - 1
+    if depth >= FAST_PATH_MAX_DEPTH:
+        raise _Fallback
+    parts = [_skeleton(k, child, none_is_leaf, leaves, depth + 1) for child in children]
+    if kind == _LIST:
+        return parts
+    if kind == _TUPLE:
+        return tuple(parts)
+    return {key: part for (key, _), part in zip(keys or [], parts)}
+
+
+def _variable(k: Any, skeleton: Any, values: list[Any]) -> Any:
+    """Dynamo's variable for a skeleton, leaf numbers replaced by ``values``."""
+    cls = type(skeleton)
+    if cls is int:
+        return values[skeleton]
+    if skeleton is None:
+        return k.Constant.create(None)
+    if cls is list:
+        return k.List([_variable(k, item, values) for item in skeleton], mutation_type=k.new())
+    if cls is tuple:
+        return k.Tuple([_variable(k, item, values) for item in skeleton])
+    items = {k.Constant.create(key): _variable(k, item, values) for key, item in skeleton.items()}
+    return k.Dict(items, user_cls=dict, mutation_type=k.new())
+
+
+def _flat(k: Any, variable: Any, options: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+    """(skeleton, leaf variables in optree's order, the real PyTreeSpec)."""
+    import optree
+
+    leaves: list[Any] = []
+    skeleton = _skeleton(k, variable, options["none_is_leaf"], leaves, 0)
+    _guard_dict_order(options["namespace"])
+    order, spec = optree.tree_flatten(skeleton, **options)
+    return skeleton, [leaves[index] for index in order], spec
+
+
+def _tree_leaves(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    import optree
+
+    bound, options = _optree_options(optree.tree_leaves, args, kwargs)
+    _, leaves, _ = _flat(k, bound["tree"], options)
+    return k.List(leaves, mutation_type=k.new())
+
+
+def _tree_map(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+    import optree
+
+    original = optree.tree_map_with_path if with_path else optree.tree_map
+    bound, options = _optree_options(original, args, kwargs)
+    func = bound["func"]
+    if not isinstance(func, k.callables):
+        raise _Fallback
+    skeleton, leaves, spec = _flat(k, bound["tree"], options)
+    columns = [leaves]
+    for rest in bound.get("rests", ()):
+        _, rest_leaves, rest_spec = _flat(k, rest, options)
+        if rest_spec != spec:  # a prefix or a mismatch: optree's own rules, untouched
+            raise _Fallback
+        columns.append(rest_leaves)
+    rows = [list(row) for row in zip(*columns)]
+    if with_path:
+        paths = optree.tree_paths(skeleton, **options)
+        rows = [[_path(k, tuple(map(k.Constant.create, p))), *row] for p, row in zip(paths, rows)]
+    # Everything is checked before the first call of func: from here on, no fallback.
+    results = [func.call_function(tx, row, {}) for row in rows]
+    return _variable(k, spec.unflatten(range(len(results))), results)
+
+
+#: Handlers by original: each returns Dynamo's variable for the result, or raises _Fallback.
 FAST_PATHS: dict[str, Callable[[Any, Any, list[Any], dict[str, Any]], Any]] = {
-    "is_nested": _is_nested,
-    "flatten": _flatten,
-    "flatten_with_path": _flatten_with_path,
-    "assert_same_structure": _assert_same_structure,
-    "map_structure": lambda k, tx, a, kw: _map(k, tx, a, kw, with_path=False),
-    "map_structure_with_path": lambda k, tx, a, kw: _map(k, tx, a, kw, with_path=True),
+    "tree.is_nested": _is_nested,
+    "tree.flatten": _flatten,
+    "tree.flatten_with_path": _flatten_with_path,
+    "tree.assert_same_structure": _assert_same_structure,
+    "tree.map_structure": lambda k, tx, a, kw: _map(k, tx, a, kw, with_path=False),
+    "tree.map_structure_with_path": lambda k, tx, a, kw: _map(k, tx, a, kw, with_path=True),
+    "optree.tree_leaves": _tree_leaves,
+    "optree.tree_map": lambda k, tx, a, kw: _tree_map(k, tx, a, kw, with_path=False),
+    "optree.tree_map_with_path": lambda k, tx, a, kw: _tree_map(k, tx, a, kw, with_path=True),
 }
 
 

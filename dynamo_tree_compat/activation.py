@@ -40,7 +40,7 @@ __all__ = [
 ENV_SWITCH = "DYNAMO_TREE_COMPAT"
 DYNAMO_MODULE = "torch._dynamo"
 #: The import names of the mirrored libraries.
-LIBRARY_MODULES = ("tree",)
+LIBRARY_MODULES = ("tree", "optree")
 
 #: Whether traced calls use the twins; the registered gates read it and Dynamo guards it.
 #: It is the innermost open scope's setting, or else the global activation's.
@@ -82,21 +82,24 @@ def _ready(module_name: str) -> bool:
     return module is not None and not getattr(spec, "_initializing", False)
 
 
-def _register_now(from_hook: bool = False) -> None:
+def _register_now(hooked: str | None = None) -> None:
     """Registers the twins, if Dynamo and at least one mirrored library are imported.
 
-    Outside the post-import hook, a module another thread is still importing counts as
-    not imported: waiting for its import lock while holding ours could deadlock with
-    that thread's hook, which registers the twins itself once the module is ready.
+    A module another thread is still importing counts as not imported: waiting for its
+    import lock while holding ours could deadlock with that thread's hook, which
+    registers the twins itself once the module is ready. ``hooked`` is the module whose
+    post-import hook calls: it is ready, though the import system has not said so yet.
     """
-    if DYNAMO_MODULE not in sys.modules or not (from_hook or _ready(DYNAMO_MODULE)):
-        return
-    if not any(name in sys.modules and (from_hook or _ready(name)) for name in LIBRARY_MODULES):
+
+    def ready(name: str) -> bool:
+        return name in sys.modules and (name == hooked or _ready(name))
+
+    if not ready(DYNAMO_MODULE) or not any(map(ready, LIBRARY_MODULES)):
         return
     try:
         from . import substitutions
 
-        outcome = substitutions.install(wait=not from_hook)
+        outcome = substitutions.install(wait=hooked is None)
     except Exception as error:  # noqa: BLE001 - must never break the user's program
         warn_once(f"registering the twins failed with {type(error).__name__}: {error}")
         return
@@ -165,9 +168,9 @@ def importable(module_name: str) -> bool:
 def _on_imported(name: str) -> None:
     try:
         if armed and name == DYNAMO_MODULE and not any(map(importable, LIBRARY_MODULES)):
-            warn_once("dm-tree is not installed, so there is nothing to make traceable")
+            warn_once("neither dm-tree nor optree is installed: there is nothing to make traceable")
         if armed:
-            _register_now(from_hook=True)
+            _register_now(hooked=name)
     except Exception as error:  # noqa: BLE001 - runs inside the user's import statement
         warn_once(f"the post-import hook for {name} failed: {error}")
 

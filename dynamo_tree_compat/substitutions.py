@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from . import _dynamo_compat, activation, dmtree
 __all__ = [
     "DM_TREE",
     "LIBRARIES",
+    "OPTREE",
     "REGISTERED",
     "Substitution",
     "install",
@@ -31,12 +33,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Substitution:
-    """One original function and the twin Dynamo traces in its place."""
+    """One original function and the twin Dynamo traces in its place.
+
+    Without a twin, torch keeps tracing the original its own way and this package adds
+    only its fast path for common structures, in front.
+    """
 
     library: str
     module: str
     name: str
-    twin: Callable[..., Any]
+    twin: Callable[..., Any] | None
 
     @property
     def original_name(self) -> str:
@@ -80,14 +86,26 @@ DM_TREE: tuple[Substitution, ...] = tuple(
 )
 
 
+#: optree calls torch traces itself, where this package adds a fast path in front.
+OPTREE: tuple[Substitution, ...] = tuple(
+    Substitution("optree", "optree", name, None)
+    for name in ("tree_leaves", "tree_map", "tree_map_with_path")
+)
+
+
 def _is_dm_tree(module: Any) -> bool:
     # Another distribution could own the name "tree"; dm-tree has a C core named _tree.
     return hasattr(module, "_tree") and hasattr(module, "map_structure_up_to")
 
 
+def _is_optree(module: Any) -> bool:
+    return hasattr(module, "PyTreeSpec") and hasattr(module, "tree_map")
+
+
 #: For each mirrored library: its distribution name, import name, check, substitutions.
 LIBRARIES: dict[str, tuple[str, Callable[[Any], bool], tuple[Substitution, ...]]] = {
     "dm-tree": ("tree", _is_dm_tree, DM_TREE),
+    "optree": ("optree", _is_optree, OPTREE),
 }
 
 
@@ -105,8 +123,9 @@ _QUIET_WHILE_TRACING: tuple[Callable[[], None], ...] = (
     dmtree._check_types_deprecated,
 )
 
-#: What install() registered: original's import path -> (original, Dynamo's handle).
-REGISTERED: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+#: What install() registered: original's import path -> (original, Dynamo's handle); the
+#: handle is None where the registration is torch's own and only the fast path is ours.
+REGISTERED: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
 #: Where the mode flag lives, from the top-level package; the gates read it.
 MODE_FLAG = ("dynamo_tree_compat", "activation", "twins_enabled")
 #: Registered originals whose graphs do not guard on the mode (torch's tables moved):
@@ -151,10 +170,10 @@ def install(wait: bool = True) -> dict[str, str]:
                 key = substitution.original_name
                 if key in REGISTERED:
                     continue
+                if module is None and not unsupported:
+                    continue  # status() says whether it is pending or not installed
                 if unsupported:
                     reason = unsupported
-                elif module is None:
-                    reason = f"{library} is not imported"
                 elif not is_library(module):
                     reason = f"the module {module_name!r} is not {library}"
                 elif substitution.original() is None:
@@ -186,20 +205,54 @@ def _connect_dmtree(module: Any) -> None:
     dmtree._PARAMETER = torch.nn.Parameter
 
 
+def _clone(function: Any) -> Any:
+    """A copy of a Python function, which Dynamo traces as it traced the original."""
+    copy = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__ = function.__qualname__
+    copy.__module__ = function.__module__
+    copy.__doc__ = function.__doc__
+    return copy
+
+
 def _register(substitution: Substitution) -> str | None:
     original = substitution.original()
+    name = substitution.original_name
+    fast_path = name if name in _dynamo_compat.FAST_PATHS else None
+    if substitution.twin is None:
+        return _register_fast_path_only(original, name)
     try:
-        handle = _dynamo_compat.substitute(
-            original, _gate(substitution.twin, substitution.original_name)
-        )
+        handle = _dynamo_compat.substitute(original, _gate(substitution.twin, name))
     except ValueError as error:  # something else already handles it
         return f"already handled elsewhere: {error}"
-    REGISTERED[substitution.original_name] = (original, handle)
-    fast_path = substitution.name if substitution.name in _dynamo_compat.FAST_PATHS else None
-    if substitution.library != "dm-tree":
-        fast_path = None
+    REGISTERED[name] = (original, handle)
     if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, fast_path):
-        UNGUARDED.add(substitution.original_name)
+        UNGUARDED.add(name)
+    return None
+
+
+def _register_fast_path_only(original: Any, name: str) -> str | None:
+    """Puts the fast path in front of torch's own way of tracing ``original``."""
+    if not _dynamo_compat.fast_path_support():
+        return "left to torch: its Dynamo internals are not as this package expects"
+    handle = copy = None
+    if original not in _dynamo_compat.torch_polyfills():  # traced as plain Python code
+        copy = _clone(original)
+        try:
+            handle = _dynamo_compat.substitute(original, copy)
+        except ValueError as error:
+            return f"already handled elsewhere: {error}"
+    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, name, when_off=copy):
+        if handle is not None:
+            _dynamo_compat.unsubstitute(original, handle)
+        return "left to torch: its Dynamo internals are not as this package expects"
+    REGISTERED[name] = (original, handle)
     return None
 
 
@@ -215,7 +268,11 @@ def uninstall() -> list[str]:
         stuck = []
         unguarded_removed = False
         for key, (original, handle) in list(REGISTERED.items()):
-            if _dynamo_compat.unsubstitute(original, handle):
+            if handle is None:  # torch's own registration, with our fast path in front
+                removed = _dynamo_compat.unhook(original)
+            else:
+                removed = _dynamo_compat.unsubstitute(original, handle)
+            if removed:
                 del REGISTERED[key]
                 unguarded_removed |= key in UNGUARDED
                 UNGUARDED.discard(key)

@@ -322,7 +322,8 @@ def test_threads_scoping_and_installing_while_dynamo_is_imported() -> None:
         dynamo_tree_compat.install()
         fn = torch.compile(lambda x: tree.flatten([x, (x,)]), backend="eager", fullgraph=True)
         print(errors, sum(t.is_alive() for t in churners),
-              set(substitutions.REGISTERED) == {s.original_name for s in substitutions.DM_TREE},
+              set(substitutions.REGISTERED) == {
+                  s.original_name for s in substitutions.DM_TREE + substitutions.OPTREE},
               len(fn(torch.ones(1))))
         """,
         timeout=300,

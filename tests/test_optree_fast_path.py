@@ -1,0 +1,161 @@
+"""optree's tree_leaves, tree_map and tree_map_with_path: the fast path in front of torch.
+
+For dicts, lists, tuples and None holding tensors and constants, the fast path gives
+eager optree's answer exactly: it asks optree's own C code, while tracing, for the order
+of the leaves, their paths and the containers of the result. Anything else goes on to
+torch's own handling, as without this package.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dynamo_tree_compat
+from dynamo_tree_compat import _dynamo_compat
+from tests.structures import Spec, assert_identical, build, plain_specs, tensor_leaves
+
+optree = pytest.importorskip("optree")
+NAMES = ("optree.tree_leaves", "optree.tree_map", "optree.tree_map_with_path")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    _dynamo_compat.FAST_PATH_STATS.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled(function: Callable[..., Any], fullgraph: bool = True) -> Callable[..., Any]:
+    return torch.compile(function, fullgraph=fullgraph, backend="eager")
+
+
+def stats(prefix: str) -> set[str]:
+    counted = _dynamo_compat.FAST_PATH_STATS
+    return {key.removeprefix(prefix) for key in counted if key.startswith(prefix)}
+
+
+def _tag(path: Any, value: Any) -> Any:
+    return (path, value * 2 if isinstance(value, torch.Tensor) else value)
+
+
+CALLS: dict[str, Callable[[Any], Any]] = {
+    "optree.tree_leaves": optree.tree_leaves,
+    "optree.tree_map": lambda s: optree.tree_map(lambda a, b: (b, a), s, s),
+    "optree.tree_map_with_path": lambda s: optree.tree_map_with_path(_tag, s, none_is_leaf=True),
+}
+
+
+def mixed(x: torch.Tensor) -> dict[Any, Any]:
+    return {"b": [x, None, (x + 1, "s")], "a": x * 2, "c": {}, "d": (), 3.5: {"z": 1, "y": x}}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_taken_and_exact_for_plain_structures(name: str) -> None:
+    def body(x: torch.Tensor) -> Any:
+        return CALLS[name]({"k": mixed(x), "j": [mixed(x)]}), CALLS[name](x), CALLS[name](None)
+
+    x = torch.arange(2.0)
+    assert_identical(body(x), compiled(body)(x))
+    assert stats("taken:") == {name} and not stats("fallback:")
+
+
+def test_func_is_called_in_optree_order_not_insertion_order() -> None:
+    def body(x: torch.Tensor, seen: list[Any]) -> Any:
+        def count(value: torch.Tensor) -> torch.Tensor:
+            seen.append(len(seen))
+            return value + len(seen)
+
+        return optree.tree_map(count, {"b": x, "a": x * 2, "c": {"z": x, "y": x}})
+
+    x = torch.ones(2)
+    expected = body(x, [])
+    assert_identical(expected, compiled(body)(x, []))
+    assert stats("taken:") == {"optree.tree_map"}
+    torch._dynamo.reset()
+    with dynamo_tree_compat.disabled():  # torch's own fast path calls in insertion order
+        assert repr(compiled(body, fullgraph=False)(x, [])) != repr(expected)
+
+
+def test_paths_hold_keys_and_none_is_no_leaf() -> None:
+    def body(x: torch.Tensor, seen: list[Any]) -> Any:
+        def record(path: Any, value: Any) -> Any:
+            seen.append(path)
+            return value
+
+        return optree.tree_map_with_path(record, {"b": x, "a": [x, None], "c": {"z": x, "y": x}})
+
+    x = torch.ones(2)
+    eager_seen: list[Any] = []
+    compiled_seen: list[Any] = []
+    assert_identical(body(x, eager_seen), compiled(body)(x, compiled_seen))
+    assert compiled_seen == eager_seen == [("a", 0), ("b",), ("c", "y"), ("c", "z")]
+
+
+def test_dict_insertion_ordered_mode_is_guarded() -> None:
+    def body(x: torch.Tensor) -> Any:
+        return optree.tree_leaves({"b": x, "a": x + 1}, namespace="ns")
+
+    step = compiled(body)
+    x = torch.zeros(1)
+    assert_identical(body(x), step(x))
+    with optree.dict_insertion_ordered(True, namespace="ns"):
+        assert_identical(body(x), step(x))  # recompiled: [b, a] now
+        assert [t.item() for t in step(x)] == [0.0, 1.0]
+    assert [t.item() for t in step(x)] == [1.0, 0.0]
+
+
+Point = collections.namedtuple("Point", "x y")
+
+FALLBACKS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "namedtuple": lambda x: optree.tree_leaves({"p": Point(x, x + 1)}),
+    "OrderedDict": lambda x: optree.tree_leaves(collections.OrderedDict(b=x, a=x + 1)),
+    "is_leaf": lambda x: optree.tree_leaves([x, [x]], is_leaf=lambda v: isinstance(v, list)),
+    "prefix tree in tree_map": lambda x: optree.tree_map(lambda a, b: b, [x, x], [x, [x, x]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FALLBACKS))
+def test_anything_else_goes_to_torch(case: str) -> None:
+    body = FALLBACKS[case]
+    x = torch.ones(2)
+    assert_identical(body(x), compiled(body)(x))
+    assert stats("fallback:") and not stats("taken:")
+
+
+def test_disabled_mode_leaves_everything_to_torch() -> None:
+    x = torch.ones(2)
+    with dynamo_tree_compat.disabled():
+        compiled(lambda x: optree.tree_leaves({"a": x}))(x)
+    assert not _dynamo_compat.FAST_PATH_STATS
+
+
+@settings(max_examples=20)
+@given(spec=plain_specs(max_leaves=8), none_is_leaf=st.booleans())
+def test_generated_plain_structures_trace_like_eager(spec: Spec, none_is_leaf: bool) -> None:
+    def body(structure: Any) -> Any:
+        seen: list[Any] = []
+
+        def record(path: Any, value: Any) -> Any:
+            seen.append(path)
+            return value
+
+        return (
+            optree.tree_leaves(structure, none_is_leaf=none_is_leaf),
+            optree.tree_map(lambda v: (v,), structure, none_is_leaf=none_is_leaf),
+            optree.tree_map_with_path(record, structure, none_is_leaf=none_is_leaf),
+            seen,
+        )
+
+    torch._dynamo.reset()
+    _dynamo_compat.FAST_PATH_STATS.clear()
+    expected = body(build(spec, tensor_leaves))
+    assert_identical(expected, compiled(body)(build(spec, tensor_leaves)))
+    assert stats("taken:") == set(NAMES)
