@@ -4,8 +4,8 @@ The measure (issue 5): build ``{key: [(x, x)]}`` with N/2 keys inside the compil
 function, apply the tree call, drop the result; ``backend="eager"``, ``fullgraph=True``.
 The floor builds the same structure and makes no tree call. R is compile time over the
 floor's, the minimum over repeats. Dynamo's own ``tree_map`` fast paths are the anchors
-for map-like calls. Each dm-tree call is measured with our fast path and with it forced
-off (the plain traced twin).
+for map-like calls. Each call with a fast path is also measured with it forced off: the
+plain traced twin for dm-tree, torch's own handling for optree.
 
 The same run also checks that eager calls are unchanged (fresh interpreters with and
 without the package) and that a compiled model with tree calls runs as fast as the same
@@ -29,7 +29,7 @@ import torch.utils._pytree as torch_pytree
 import tree
 from eager_overhead import eager_ratios
 
-import dynamo_tree_compat  # noqa: F401 - activates the twins
+import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo_compat
 
 try:
@@ -39,13 +39,15 @@ except ImportError:  # pragma: no cover - optional anchor
 
 FLOOR = "floor (no tree call)"
 ANCHOR = "torch pytree tree_map (Dynamo fast path)"
-OPTREE_ANCHOR = "optree.tree_map (Dynamo fast path)"
+OPTREE_ANCHOR = "optree.tree_map, package disabled (Dynamo fast path)"
 FLATTEN_LIKE = ("tree.flatten", "tree.flatten_with_path", "tree.assert_same_structure")
-FLATTEN_LIKE += ("tree.is_nested",)
+FLATTEN_LIKE += ("tree.is_nested", "optree.tree_leaves", "optree.tree_flatten")
+FLATTEN_LIKE += ("optree.tree_structure", "optree.tree_flatten_with_path")
 MAP_LIKE = ("tree.map_structure", "tree.map_structure_with_path")
-TWIN = " (twin, fast path off)"
+MAP_LIKE += ("optree.tree_map", "optree.tree_map_with_path")
+OFF = " (fast path off)"
 SWEEP = (100, 300, 1000, 3000, 10000)
-SLOW_LIMIT = 1000  # the plain twins and torch's optree polyfill: too slow beyond this N
+SLOW_LIMIT = 1000  # the plain twins and torch's optree polyfills: too slow beyond this N
 
 
 def _structure(x: torch.Tensor, leaves: int) -> dict[str, Any]:
@@ -82,20 +84,34 @@ def _calls(leaves: int) -> dict[str, Callable[[torch.Tensor], Any]]:
     }
     if optree is not None:
         calls[OPTREE_ANCHOR] = make(lambda s: optree.tree_map(_identity, s))
-        calls["optree.tree_leaves (torch polyfill)"] = make(optree.tree_leaves)
+        calls["optree.tree_leaves"] = make(optree.tree_leaves)
+        calls["optree.tree_map"] = make(lambda s: optree.tree_map(_identity, s))
+        calls["optree.tree_map_with_path"] = make(
+            lambda s: optree.tree_map_with_path(_path_identity, s)
+        )
+        # Not handled by this package yet: torch's polyfills trace them.
+        calls["optree.tree_flatten"] = make(optree.tree_flatten)
+        calls["optree.tree_structure"] = make(optree.tree_structure)
+        calls["optree.tree_flatten_with_path"] = make(optree.tree_flatten_with_path)
     return calls
 
 
-def compile_once(function: Callable[[torch.Tensor], Any], fast: bool) -> float:
+FAST_PATHS = {name for name in _dynamo_compat.FAST_PATHS}
+SLOW_ONLY = ("optree.tree_flatten", "optree.tree_structure", "optree.tree_flatten_with_path")
+
+
+def compile_once(function: Callable[[torch.Tensor], Any], fast: bool, enabled: bool) -> float:
     """Seconds of one cold compile and first call, after torch._dynamo.reset()."""
     saved, _dynamo_compat.FAST_PATH_ON = _dynamo_compat.FAST_PATH_ON, fast
+    scope = dynamo_tree_compat.enabled() if enabled else dynamo_tree_compat.disabled()
     try:
         torch._dynamo.reset()
         gc.collect()  # each compile starts with no garbage left by the one before
         compiled = torch.compile(function, backend="eager", fullgraph=True)
-        started = time.perf_counter()
-        compiled(torch.ones(2))
-        return time.perf_counter() - started
+        with scope:
+            started = time.perf_counter()
+            compiled(torch.ones(2))
+            return time.perf_counter() - started
     finally:
         _dynamo_compat.FAST_PATH_ON = saved
 
@@ -104,20 +120,21 @@ def measure(leaves: int, repeats: int, slow: bool) -> dict[str, float]:
     """The fastest of ``repeats`` compiles of every call at N=``leaves``.
 
     Calls take turns within each repeat, so that any drift over the run (the process
-    grows as it compiles) weighs on all of them alike. With ``slow``, the plain twins
-    (fast path forced off) and torch's optree polyfill are measured too.
+    grows as it compiles) weighs on all of them alike. With ``slow``, the calls with the
+    fast path forced off (the plain twins, torch's optree handling) are measured too.
     """
-    runs: dict[str, tuple[Callable[[torch.Tensor], Any], bool]] = {}
+    runs: dict[str, tuple[Callable[[torch.Tensor], Any], bool, bool]] = {}
     for name, call in _calls(leaves).items():
-        if "polyfill" not in name or slow:
-            runs[name] = (call, True)
-        if slow and name.startswith("tree."):
-            runs[name + TWIN] = (call, False)
-    compile_once(runs[FLOOR][0], fast=True)  # warm-up: the first compile loads more
+        if name in SLOW_ONLY and not slow:
+            continue
+        runs[name] = (call, True, name != OPTREE_ANCHOR)
+        if slow and name in FAST_PATHS:
+            runs[name + OFF] = (call, False, True)
+    compile_once(runs[FLOOR][0], True, True)  # warm-up: the first compile loads more
     seconds = dict.fromkeys(runs, float("inf"))
     for _ in range(repeats):
-        for name, (call, fast) in runs.items():
-            seconds[name] = min(seconds[name], compile_once(call, fast))
+        for name, (call, fast, enabled) in runs.items():
+            seconds[name] = min(seconds[name], compile_once(call, fast, enabled))
     return seconds
 
 
@@ -170,7 +187,7 @@ def plot(series: dict[str, dict[int, float]], path: str) -> None:
     figure, axes = plt.subplots(figsize=(9, 6))
     for name, points in series.items():
         sizes = sorted(points)
-        style = "--" if TWIN in name or "polyfill" in name else "-"
+        style = "--" if OFF in name or name in SLOW_ONLY else "-"
         style = ":" if name in (FLOOR, ANCHOR, OPTREE_ANCHOR) else style
         axes.plot(sizes, [points[n] for n in sizes], style, marker="o", label=name)
     axes.set_xscale("log")

@@ -94,7 +94,7 @@ def guard_on_flag(
     original: Callable[..., Any],
     flag_path: tuple[str, ...],
     fast_path: str | None = None,
-    when_off: Callable[..., Any] | None = None,
+    torch_way: Callable[..., Any] | None = None,
 ) -> bool:
     """Makes every graph that meets ``original`` guard on a module-level flag.
 
@@ -105,9 +105,10 @@ def guard_on_flag(
     when Dynamo first meets the original, at the call site, always holds.
 
     ``fast_path`` names a handler in :data:`FAST_PATHS` that Dynamo tries, while the
-    flag is on, before it traces the twin. With the flag off, ``when_off`` (a copy of
-    the original) is called as Dynamo calls any Python function, torch's own fast paths
-    included. Returns False, changing nothing, if torch's tables are not as expected.
+    flag is on, before it traces the twin. Where the fast path is off or falls back,
+    ``torch_way`` (a copy of the original), if given, is called as Dynamo calls any
+    Python function, torch's own fast paths included, instead of the registered twin.
+    Returns False, changing nothing, if torch's tables are not as expected.
     """
     tables = _registration_tables()
     if tables is None:
@@ -123,7 +124,7 @@ def guard_on_flag(
         return False
     fast_class = _fast_variable_class() if fast_path is not None else None
     if fast_class is not None and fast_path is not None:
-        _FAST_HANDLERS[id(original)] = (original, fast_path, flag_path, when_off)
+        _FAST_HANDLERS[id(original)] = (original, fast_path, flag_path, torch_way)
 
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
         LOG.debug(
@@ -345,10 +346,7 @@ def _fast_variable_class() -> type | None:
             entry = _FAST_HANDLERS.get(id(self.fn))
             if not entry or entry[0] is not self.fn:
                 return super().call_function(tx, args, kwargs)
-            if not _flag_is_on(entry[2]):
-                if entry[3] is not None:  # as without this package
-                    return kinds.Function(entry[3]).call_function(tx, args, kwargs)
-            elif FAST_PATH_ON:
+            if FAST_PATH_ON and _flag_is_on(entry[2]):
                 name = entry[1]
                 try:
                     result = FAST_PATHS[name](kinds, tx, list(args), dict(kwargs))
@@ -357,6 +355,8 @@ def _fast_variable_class() -> type | None:
                 else:
                     FAST_PATH_STATS["taken:" + name] += 1
                     return result
+            if entry[3] is not None:  # torch's own way, as without this package
+                return kinds.Function(entry[3]).call_function(tx, args, kwargs)
             return super().call_function(tx, args, kwargs)
 
     return FastPathFunctionVariable

@@ -55,30 +55,38 @@ def coverage() -> list[tuple[str, str, str]]:
     """
     import dynamo_tree_compat
 
+    states = dynamo_tree_compat.status().functions
     rows = [
         ("dm-tree", name, "twin: traced by this package" if state == "registered" else state)
-        for name, state in dynamo_tree_compat.status().functions.items()
+        for name, state in states.items()
+        if name.startswith("tree.")
     ]
-    rows += _optree_coverage()
+    rows += _optree_coverage(states)
     return rows
 
 
-def _optree_coverage() -> list[tuple[str, str, str]]:
+def _optree_coverage(states: dict[str, str]) -> list[tuple[str, str, str]]:
     try:
         import optree
     except ImportError:
         return [("optree", "optree.*", "unavailable: optree is not installed")]
-    from . import _dynamo_compat
+    from . import _dynamo_compat, substitutions
 
     polyfilled = _dynamo_compat.torch_polyfills()
+    ours = {key for key, (_, handle) in substitutions.REGISTERED.items() if handle is not None}
     rows = []
     for name in optree.__all__:
         value = getattr(optree, name, None)
         if not callable(value) or inspect.isclass(value):
             continue
-        if value in polyfilled:
+        torch_polyfill = value in polyfilled and f"optree.{name}" not in ours
+        torch_way = "torch's own polyfill" if torch_polyfill else "torch's own tracing"
+        state = states.get(f"optree.{name}")
+        if state == "registered":
+            state = f"fast path by this package for dicts, lists, tuples, None; else {torch_way}"
+        elif state is None and value in polyfilled:
             state = "torch: traced through torch's own polyfill"
-        else:
+        elif state is None:
             state = "not covered by this package yet: Dynamo may break the graph"
         rows.append(("optree", f"optree.{name}", state))
     return rows

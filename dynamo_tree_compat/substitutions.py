@@ -248,7 +248,7 @@ def _register_fast_path_only(original: Any, name: str) -> str | None:
             handle = _dynamo_compat.substitute(original, copy)
         except ValueError as error:
             return f"already handled elsewhere: {error}"
-    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, name, when_off=copy):
+    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, name, torch_way=copy):
         if handle is not None:
             _dynamo_compat.unsubstitute(original, handle)
         return "left to torch: its Dynamo internals are not as this package expects"
