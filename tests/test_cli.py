@@ -50,7 +50,8 @@ def test_doctor_counts_graphs_and_breaks_of_the_built_in_model() -> None:
     assert (enabled["graphs"], enabled["graph_breaks"], enabled["matches_eager"]) == (1, 0, True)
     states = {row["function"]: row["state"] for row in report["coverage"]}
     assert states["tree.map_structure"] == "twin: traced by this package"
-    assert states["optree.tree_leaves"].startswith("torch:")
+    assert states["optree.tree_leaves"].startswith("fast path by this package")
+    assert states["optree.tree_flatten"].startswith("torch:")
     assert report["verdict"].startswith("OK")
     assert "compiling the built-in model with the package enabled" in completed.stderr
 
@@ -144,34 +145,34 @@ def test_torch_logs_name_shows_registrations_and_twins_used() -> None:
     assert "Dynamo met tree.flatten: tracing its twin" in completed.stderr
 
 
-def test_torch_without_optree_polyfills_is_reported_and_dm_tree_still_traces() -> None:
+def test_torch_without_optree_polyfills_is_reported_and_the_fast_path_still_works() -> None:
     """An older torch (before 2.6) has no optree polyfills: simulated by removing them."""
     completed = run_fresh(
         """
         import torch, torch._dynamo, optree, tree
+        import dynamo_tree_compat
         from dynamo_tree_compat import _dynamo_compat, cli
-        handlers = _dynamo_compat.torch_polyfills()
-        for original, handle in handlers.items():
+        for original, handle in _dynamo_compat.torch_polyfills().items():
             if str(getattr(original, "__module__", "")).startswith("optree"):
                 _dynamo_compat.unsubstitute(original, handle)
-        states = {state for library, _, state in cli.coverage() if library == "optree"}
-        print(sorted(states))
-
-        def step(x):
-            return tree.flatten({"b": x, "a": [x]}), optree.tree_leaves({"c": x})
-
+        dynamo_tree_compat.install()  # DYNAMO_TREE_COMPAT=0: nothing registered before
+        states = {name: state for library, name, state in cli.coverage() if library == "optree"}
+        print(states["optree.tree_leaves"])
+        print(states["optree.tree_flatten"])
         x = torch.ones(2)
+        plain = lambda x: (tree.flatten({"b": x, "a": [x]}), optree.tree_leaves({"c": [x]}))
+        print(repr(torch.compile(plain, fullgraph=True, backend="eager")(x)) == repr(plain(x)))
         try:
-            torch.compile(step, fullgraph=True, backend="eager")(x)
-            print("optree traced")
+            torch.compile(optree.tree_flatten, fullgraph=True, backend="eager")({"c": x})
+            print("tree_flatten traced")
         except torch._dynamo.exc.Unsupported:
-            print("optree breaks")
-        torch._dynamo.reset()
-        print(repr(torch.compile(step, backend="eager")(x)) == repr(step(x)))
-        dm_tree_only = lambda x: tree.flatten({"b": x, "a": [x]})
-        print(repr(torch.compile(dm_tree_only, fullgraph=True, backend="eager")(x)))
-        """
+            print("tree_flatten breaks")
+        """,
+        DYNAMO_TREE_COMPAT="0",
     )
-    lines = completed.stdout.splitlines()
-    assert lines[0] == "['not covered by this package yet: Dynamo may break the graph']"
-    assert lines[1:] == ["optree breaks", "True", "[tensor([1., 1.]), tensor([1., 1.])]"]
+    assert completed.stdout.splitlines() == [
+        "fast path by this package for dicts, lists, tuples, None; else torch's own tracing",
+        "not covered by this package yet: Dynamo may break the graph",
+        "True",
+        "tree_flatten breaks",
+    ]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo_compat
-from tests.structures import Spec, assert_identical, build, plain_specs, tensor_leaves
+from tests.structures import Spec, assert_identical, build, outcome, plain_specs, tensor_leaves
 
 optree = pytest.importorskip("optree")
 NAMES = ("optree.tree_leaves", "optree.tree_map", "optree.tree_map_with_path")
@@ -135,6 +135,38 @@ def test_disabled_mode_leaves_everything_to_torch() -> None:
     with dynamo_tree_compat.disabled():
         compiled(lambda x: optree.tree_leaves({"a": x}))(x)
     assert not _dynamo_compat.FAST_PATH_STATS
+
+
+def _paths_seen(structure: Any, none_is_leaf: bool) -> list[Any]:
+    seen: list[Any] = []
+
+    def record(path: Any, value: Any) -> Any:
+        seen.append(path)
+        return value
+
+    optree.tree_map_with_path(record, structure, none_is_leaf=none_is_leaf)
+    return seen
+
+
+TORCH_MISTAKES: dict[str, Callable[[torch.Tensor], Any]] = {
+    "paths hold SequenceKey objects": lambda x: _paths_seen([x, [x]], none_is_leaf=True),
+    "func called on None nodes": lambda x: _paths_seen([x, None], none_is_leaf=False),
+    "an empty dict in the tree": lambda x: optree.tree_leaves([x, {}]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TORCH_MISTAKES))
+def test_mends_torchs_mistakes_for_plain_structures(case: str) -> None:
+    body = TORCH_MISTAKES[case]
+    x = torch.ones(2)
+    assert_identical(body(x), compiled(body)(x))
+    torch._dynamo.reset()
+    _dynamo_compat.FAST_PATH_STATS.clear()
+    saved, _dynamo_compat.FAST_PATH_ON = _dynamo_compat.FAST_PATH_ON, False
+    try:  # torch's own way: a graph break or another answer
+        assert outcome(compiled(body), x) != ("returned", body(x), None)
+    finally:
+        _dynamo_compat.FAST_PATH_ON = saved
 
 
 @settings(max_examples=20)
