@@ -247,13 +247,14 @@ def lookup_backend(name: str) -> Callable[..., Any]:
     return lookup(name)
 
 
-# --- The fast path: common dm-tree calls done at Dynamo's variable level -------------
+# --- The fast path: common tree calls done at Dynamo's variable level ----------------
 #
 # Tracing a Python twin costs Dynamo an interpreted step per bytecode. For the common
 # case (exact dicts, lists and tuples of tensors and constants) the handlers below read
 # the structure straight from Dynamo's variables, as torch's own tree_map fast path
 # does, and build the result the twin would. Anything else, anywhere in the structure,
-# makes the whole call fall back to tracing the twin, before any user code is traced.
+# makes the whole call go the other way (the twin, or torch's own way for optree),
+# before any user code is traced.
 
 #: Tests turn this off to force the plain twin; it applies to graphs compiled after.
 FAST_PATH_ON = True
@@ -261,7 +262,7 @@ FAST_PATH_ON = True
 FAST_PATH_STATS: collections.Counter[str] = collections.Counter()
 #: Deeper structures go to the twin, which has its own limit and error.
 FAST_PATH_MAX_DEPTH = 100
-# id(original) -> (original, name in FAST_PATHS, path of the mode flag)
+# id(original) -> (original, name in FAST_PATHS, path of the mode flag, torch's way or None)
 _FAST_HANDLERS: dict[int, tuple[Callable[..., Any], str, tuple[str, ...], Any]] = {}
 _KEY_TYPES = frozenset({str, int, float, bool, bytes})
 _CONSTANT_LEAF_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
@@ -350,6 +351,17 @@ def _fast_variable_class() -> type | None:
                 name = entry[1]
                 try:
                     result = FAST_PATHS[name](kinds, tx, list(args), dict(kwargs))
+                except _Cycle:
+                    from torch._dynamo.exc import unimplemented
+
+                    FAST_PATH_STATS["cycle:" + name] += 1
+                    # A graph break: the call then runs eagerly and raises optree's error.
+                    unimplemented(
+                        gb_type="optree call on a structure that contains itself",
+                        context=name,
+                        explanation=f"{name} raises RecursionError: {OPTREE_RECURSION}",
+                        hints=["Do not nest a container inside itself."],
+                    )
                 except _Fallback:
                     FAST_PATH_STATS["fallback:" + name] += 1
                 else:
@@ -578,17 +590,35 @@ def _optree_options(original: Any, args: list[Any], kwargs: dict[str, Any]) -> A
     return bound, {"none_is_leaf": none_is_leaf, "namespace": namespace}
 
 
-def _skeleton(k: Any, variable: Any, none_is_leaf: bool, leaves: list[Any], depth: int) -> Any:
-    """Plain containers like the structure's, with leaf numbers for leaves."""
+#: optree's own message when a structure contains itself.
+OPTREE_RECURSION = "Maximum recursion depth exceeded during flattening the tree."
+
+
+class _Cycle(Exception):
+    """The structure contains itself: optree raises RecursionError (torch's way loops)."""
+
+
+def _skeleton(
+    k: Any, variable: Any, none_is_leaf: bool, leaves: list[Any], above: list[Any]
+) -> Any:
+    """Plain containers like the structure's, with leaf numbers for leaves.
+
+    ``above`` holds the containers on the way down, to tell a structure that contains
+    itself (torch's own handling would loop on it) from one that is merely deep.
+    """
     kind, first, keys, children = _node(k, variable, sort=False)
     if kind == _LEAF:
         if not none_is_leaf and type(first) is k.Constant and first.value is None:
             return None
         leaves.append(first)
         return len(leaves) - 1
-    if depth >= FAST_PATH_MAX_DEPTH:
+    if any(first is container for container in above):
+        raise _Cycle
+    if len(above) >= FAST_PATH_MAX_DEPTH:
         raise _Fallback
-    parts = [_skeleton(k, child, none_is_leaf, leaves, depth + 1) for child in children]
+    above.append(first)
+    parts = [_skeleton(k, child, none_is_leaf, leaves, above) for child in children]
+    above.pop()
     if kind == _LIST:
         return parts
     if kind == _TUPLE:
@@ -616,7 +646,7 @@ def _flat(k: Any, variable: Any, options: dict[str, Any]) -> tuple[Any, list[Any
     import optree
 
     leaves: list[Any] = []
-    skeleton = _skeleton(k, variable, options["none_is_leaf"], leaves, 0)
+    skeleton = _skeleton(k, variable, options["none_is_leaf"], leaves, [])
     _guard_dict_order(options["namespace"])
     order, spec = optree.tree_flatten(skeleton, **options)
     return skeleton, [leaves[index] for index in order], spec

@@ -8,6 +8,7 @@ defaultdict grows keys when looked up) cannot spoil the other side of a comparis
 from __future__ import annotations
 
 import collections
+import os
 import re
 import types
 from collections import abc
@@ -21,6 +22,11 @@ import wrapt
 from hypothesis import strategies as st
 
 Spec = tuple[Any, ...]
+
+#: Structures per compiled fuzz test: 2,000 in the long profile (DTC_FUZZ=long), 10 in CI.
+COMPILED_EXAMPLES = int(
+    os.environ.get("DTC_COMPILED_EXAMPLES", 2000 if os.environ.get("DTC_FUZZ") == "long" else 10)
+)
 
 # --- Container classes used in specs ---------------------------------------------------
 

@@ -8,7 +8,6 @@ order included.
 from __future__ import annotations
 
 import collections
-import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from torch._dynamo.utils import counters
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo_compat
 from tests.structures import (
+    COMPILED_EXAMPLES,
     LEAF_KINDS,
     MAPPING_KINDS,
     ReadOnlyMapping,
@@ -232,10 +232,7 @@ FAST_CALLS = {
     "unflatten_as": "flatten",
 }
 # The long profile (DTC_FUZZ=long) puts 2,000 structures through every function in one
-# graph per structure, with the fast path and without; CI draws a few.
-COMPILED_EXAMPLES = int(
-    os.environ.get("DTC_COMPILED_EXAMPLES", 2000 if os.environ.get("DTC_FUZZ") == "long" else 10)
-)
+# graph per structure (COMPILED_EXAMPLES), with the fast path and without; CI draws a few.
 # Every call with the fast path in place; the fast-path calls also with it forced off.
 GENERATED = [(name, True) for name in sorted(CALLS)] + [
     (name, False) for name in sorted(FAST_CALLS)

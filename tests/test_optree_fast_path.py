@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo_compat
-from tests.structures import Spec, assert_identical, build, outcome, plain_specs, tensor_leaves
+from tests.structures import (
+    COMPILED_EXAMPLES,
+    Spec,
+    assert_identical,
+    build,
+    outcome,
+    plain_specs,
+    tensor_leaves,
+)
 
 optree = pytest.importorskip("optree")
 NAMES = ("optree.tree_leaves", "optree.tree_map", "optree.tree_map_with_path")
@@ -169,7 +177,7 @@ def test_mends_torchs_mistakes_for_plain_structures(case: str) -> None:
         _dynamo_compat.FAST_PATH_ON = saved
 
 
-@settings(max_examples=20)
+@settings(max_examples=COMPILED_EXAMPLES)
 @given(spec=plain_specs(max_leaves=8), none_is_leaf=st.booleans())
 def test_generated_plain_structures_trace_like_eager(spec: Spec, none_is_leaf: bool) -> None:
     def body(structure: Any) -> Any:
@@ -191,3 +199,18 @@ def test_generated_plain_structures_trace_like_eager(spec: Spec, none_is_leaf: b
     expected = body(build(spec, tensor_leaves))
     assert_identical(expected, compiled(body)(build(spec, tensor_leaves)))
     assert stats("taken:") == set(NAMES)
+
+
+def test_a_structure_that_contains_itself_is_a_clear_error_not_a_hang() -> None:
+    """torch's own handling loops on it; eager optree raises RecursionError."""
+
+    def body(x: torch.Tensor) -> Any:
+        loop: list[Any] = [x]
+        loop.append(loop)
+        return optree.tree_leaves(loop)
+
+    with pytest.raises(RecursionError, match="Maximum recursion depth"):
+        body(torch.ones(1))
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="contains itself"):
+        compiled(body)(torch.ones(1))
+    assert stats("cycle:") == {"optree.tree_leaves"}
