@@ -320,9 +320,9 @@ def assert_same_outcome(
     """The twin's outcome matches the C library's; see README for the divergences.
 
     After a failed key sort, dm-tree's C core raises SystemError, or, where ``swallowed``
-    says it may (``check_types=False``), goes on with the error pending and ends in no
-    set way (it returns, or raises something unrelated, from one run to the next); the
-    twin raises the sort's TypeError.
+    says it may (assert_same_structure with unsortable keys), goes on with the error
+    pending and ends in no set way (it returns, or raises something unrelated, and not
+    the same from one run to the next); the twin raises the sort's TypeError.
     """
     if swallowed and actual[0] == "raised" and "not supported between instances" in actual[2]:
         assert actual[1] is TypeError
