@@ -159,14 +159,23 @@ class Recorder:
 
 
 def both_with_recorder(
-    function_name: str, *specs_: Spec, before: tuple[Any, ...] = (), **kwargs: Any
+    function_name: str,
+    *specs_: Spec,
+    before: tuple[Any, ...] = (),
+    swallowed: bool = False,
+    **kwargs: Any,
 ) -> None:
-    """Like :func:`both` for functions taking a user callable; compares the calls too."""
+    """Like :func:`both` for functions taking a user callable; compares the calls too.
+
+    ``swallowed``: see :func:`assert_same_outcome`; the twin's sort error comes before
+    any call, and the C library's erratic end says nothing about its calls.
+    """
     left, right = Recorder(), Recorder()
     expected = outcome(getattr(tree, function_name), *before, left, *map(build, specs_), **kwargs)
     actual = outcome(getattr(dmtree, function_name), *before, right, *map(build, specs_), **kwargs)
-    assert_same_outcome(expected, actual)
-    assert left.calls == right.calls
+    assert_same_outcome(expected, actual, swallowed=swallowed)
+    if not (swallowed and actual[0] == "raised" and "not supported between" in actual[2]):
+        assert left.calls == right.calls
 
 
 # --- Checks, one per function group --------------------------------------------------
@@ -244,7 +253,9 @@ def check_assert_same_structure(pair: tuple[Spec, Spec], check_types: bool) -> N
 
 
 def check_map_structure_two_structures(pair: tuple[Spec, Spec], check_types: bool) -> None:
-    both_with_recorder("map_structure", *pair, check_types=check_types)
+    # map_structure checks the structures with dm-tree's assert_same_structure first.
+    swallowed = any(map(has_unsortable_keys, pair))
+    both_with_recorder("map_structure", *pair, check_types=check_types, swallowed=swallowed)
     both_with_recorder("map_structure_with_path", *pair)
 
 
