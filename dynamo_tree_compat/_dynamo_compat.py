@@ -303,7 +303,6 @@ def _kinds() -> types.SimpleNamespace | None:
         import torch
         from torch._dynamo import variables
         from torch._dynamo.variables.base import ValueMutationNew
-        from torch._dynamo.variables.dicts import HashableTracker
 
         return types.SimpleNamespace(
             List=variables.ListVariable,
@@ -314,7 +313,6 @@ def _kinds() -> types.SimpleNamespace | None:
             Symbol=variables.SymNodeVariable,
             Deleted=variables.DeletedVariable,
             Function=variables.UserFunctionVariable,
-            Hashable=HashableTracker,
             new=ValueMutationNew,
             tensor_types=(torch.Tensor, torch.nn.Parameter),
             callables=(
