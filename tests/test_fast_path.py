@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,27 +17,11 @@ import torch
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo_compat
+from tests.fast_path_helpers import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.structures import assert_identical, outcome
 
 tree = pytest.importorskip("tree")
 FAST = tuple(name for name in _dynamo_compat.FAST_PATHS if name.startswith("tree."))
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    _dynamo_compat.FAST_PATH_STATS.clear()
-    yield
-    torch._dynamo.reset()
-
-
-def compiled(function: Callable[..., Any], fullgraph: bool = True) -> Callable[..., Any]:
-    return torch.compile(function, fullgraph=fullgraph, backend="eager")
-
-
-def stats(prefix: str) -> set[str]:
-    counted = _dynamo_compat.FAST_PATH_STATS
-    return {key.removeprefix(prefix) for key in counted if key.startswith(prefix)}
 
 
 def benchmark_structure(x: torch.Tensor) -> dict[str, Any]:

@@ -9,7 +9,7 @@ torch's own handling, as without this package.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo_compat
+from tests.fast_path_helpers import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.structures import (
     COMPILED_EXAMPLES,
     Spec,
@@ -31,23 +32,6 @@ from tests.structures import (
 
 optree = pytest.importorskip("optree")
 NAMES = ("optree.tree_leaves", "optree.tree_map", "optree.tree_map_with_path")
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    _dynamo_compat.FAST_PATH_STATS.clear()
-    yield
-    torch._dynamo.reset()
-
-
-def compiled(function: Callable[..., Any], fullgraph: bool = True) -> Callable[..., Any]:
-    return torch.compile(function, fullgraph=fullgraph, backend="eager")
-
-
-def stats(prefix: str) -> set[str]:
-    counted = _dynamo_compat.FAST_PATH_STATS
-    return {key.removeprefix(prefix) for key in counted if key.startswith(prefix)}
 
 
 def _tag(path: Any, value: Any) -> Any:
