@@ -95,6 +95,7 @@ def guard_on_flag(
     flag_path: tuple[str, ...],
     fast_path: str | None = None,
     torch_way: Callable[..., Any] | None = None,
+    our_way: Callable[..., Any] | None = None,
 ) -> bool:
     """Makes every graph that meets ``original`` guard on a module-level flag.
 
@@ -108,7 +109,8 @@ def guard_on_flag(
     flag is on, before it traces the twin. Where the fast path is off or falls back,
     ``torch_way`` (a copy of the original), if given, is called as Dynamo calls any
     Python function, torch's own fast paths included, instead of the registered twin.
-    Returns False, changing nothing, if torch's tables are not as expected.
+    ``our_way``, if given, is called the same way while the flag is on, before
+    ``torch_way``. Returns False, changing nothing, if torch's tables are not as expected.
     """
     tables = _registration_tables()
     if tables is None:
@@ -122,9 +124,13 @@ def guard_on_flag(
         return False
     if dispatch is None or not hasattr(GuardBuilder, "CONSTANT_MATCH"):
         return False
-    fast_class = _fast_variable_class() if fast_path is not None else None
-    if fast_class is not None and fast_path is not None:
-        _FAST_HANDLERS[id(original)] = (original, fast_path, flag_path, torch_way)
+    wanted = fast_path is not None or our_way is not None
+    fast_class = _fast_variable_class() if wanted else None
+    if wanted and fast_class is None:
+        return False
+    if fast_class is not None:
+        name = fast_path or f"{original.__module__}.{original.__name__}"
+        _FAST_HANDLERS[id(original)] = (original, name, flag_path, torch_way, our_way)
 
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
         LOG.debug(
@@ -262,8 +268,9 @@ FAST_PATH_ON = True
 FAST_PATH_STATS: collections.Counter[str] = collections.Counter()
 #: Deeper structures go to the twin, which has its own limit and error.
 FAST_PATH_MAX_DEPTH = 100
-# id(original) -> (original, name in FAST_PATHS, path of the mode flag, torch's way or None)
-_FAST_HANDLERS: dict[int, tuple[Callable[..., Any], str, tuple[str, ...], Any]] = {}
+# id(original) -> (original, name in FAST_PATHS, path of the mode flag, torch's way or None,
+# our way or None)
+_FAST_HANDLERS: dict[int, tuple[Callable[..., Any], str, tuple[str, ...], Any, Any]] = {}
 _KEY_TYPES = frozenset({str, int, float, bool, bytes})
 _CONSTANT_LEAF_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _LEAF, _LIST, _TUPLE, _DICT = range(4)
@@ -345,8 +352,9 @@ def _fast_variable_class() -> type | None:
             entry = _FAST_HANDLERS.get(id(self.fn))
             if not entry or entry[0] is not self.fn:
                 return super().call_function(tx, args, kwargs)
-            if FAST_PATH_ON and _flag_is_on(entry[2]):
-                name = entry[1]
+            flag_on = _flag_is_on(entry[2])
+            name = entry[1]
+            if flag_on and name in FAST_PATHS and (FAST_PATH_ON or name in CORE_PATHS):
                 try:
                     result = FAST_PATHS[name](kinds, tx, list(args), dict(kwargs))
                 except _Cycle:
@@ -365,6 +373,8 @@ def _fast_variable_class() -> type | None:
                 else:
                     FAST_PATH_STATS["taken:" + name] += 1
                     return result
+            if flag_on and entry[4] is not None:  # optree's own Python code, our C layer
+                return kinds.Function(entry[4]).call_function(tx, args, kwargs)
             if entry[3] is not None:  # torch's own way, as without this package
                 return kinds.Function(entry[3]).call_function(tx, args, kwargs)
             return super().call_function(tx, args, kwargs)
@@ -682,6 +692,655 @@ def _tree_map(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], with_pat
     return _variable(k, spec.unflatten(range(len(results))), results)
 
 
+
+
+# --- optree's C layer, done at Dynamo's variable level -------------------------------
+#
+# optree's public functions are Python code over a few C functions (flatten, is_leaf,
+# make_*) and the C class PyTreeSpec. Dynamo inlines the Python code; the handlers below
+# stand in for the C part. A structure's tree spec never depends on the values of its
+# leaves, only on its containers, so each handler reads the containers from Dynamo's
+# variables into a skeleton (real containers holding numbered slots) and runs optree's
+# own C code on the skeleton while tracing. Specs are then real ``optree.PyTreeSpec``
+# objects: constants of the graph, equal to eager's, and returned to the caller as such.
+
+
+class _Slot:
+    """A numbered placeholder for one leaf in a skeleton: optree takes it as a leaf."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<leaf {self.index}>"
+
+
+#: Deeper structures end in a graph break; the call then runs eagerly, in optree's C code.
+OPTREE_MAX_DEPTH = 200
+_BUILTIN_LEAF_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
+
+
+def _unsupported(what: str, why: str) -> Any:
+    """Ends the graph here: the call then runs eagerly, in optree's own C code."""
+    from torch._dynamo.exc import unimplemented
+
+    FAST_PATH_STATS["break:" + what] += 1
+    unimplemented(
+        gb_type="optree call dynamo-tree-compat does not trace",
+        context=what,
+        explanation=f"{what}: {why}. It runs eagerly instead, with optree's own result.",
+        hints=["See the coverage table in dynamo-tree-compat's README."],
+    )
+
+
+def _real(variable: Any, what: str) -> Any:
+    """The Python value behind a variable that must be known while tracing."""
+    variable = variable.realize()
+    if variable.is_python_constant():
+        return variable.as_python_constant()
+    for name in ("fn", "value"):
+        value = getattr(variable, name, None)
+        if value is not None and not _is_variable(value):
+            return value
+    return _unsupported(what, f"{type(variable).__name__} is not known while tracing")
+
+
+def _is_variable(value: Any) -> bool:
+    from torch._dynamo.variables.base import VariableTracker
+
+    return isinstance(value, VariableTracker)
+
+
+def _wrap(tx: Any, value: Any) -> Any:
+    """Dynamo's variable for a Python value that exists while tracing (a constant)."""
+    import optree
+    from torch._dynamo.source import GlobalSource
+    from torch._dynamo.variables.builder import VariableBuilder
+
+    k = _kinds()
+    cls = type(value)
+    if cls is optree.PyTreeSpec:
+        return _spec_variable_class()(value)
+    if cls in _BUILTIN_LEAF_TYPES:
+        return k.Constant.create(value)
+    if cls is list:
+        return k.List([_wrap(tx, item) for item in value], mutation_type=k.new())
+    if cls is tuple:
+        return k.Tuple([_wrap(tx, item) for item in value])
+    # Through a global, so that what the value holds (a function's closure) has a source.
+    name = tx.output.install_global_by_id("__dtc_constant", value)
+    return VariableBuilder(tx, GlobalSource(name))(value)
+
+
+def _call(tx: Any, function: Any, *args: Any) -> Any:
+    """Traces ``function(*args)``; a Python function or a variable, with variable args."""
+    callee = function if _is_variable(function) else _wrap(tx, function)
+    return callee.call_function(tx, list(args), {})
+
+
+def _items(tx: Any, variable: Any) -> list[Any]:
+    """The items of any iterable variable, as Python's list() would give them."""
+    listed = _call(tx, list, variable)
+    if type(listed) is not _kinds().List:
+        return _unsupported("optree", "an iterable Dynamo cannot list")
+    return list(listed.items)
+
+
+def _registry_probe(cls: type, namespace: str) -> Callable[[], int]:
+    import optree
+
+    def probe() -> int:
+        return id(optree.register_pytree_node.get(cls, namespace=namespace))
+
+    return probe
+
+
+#: Probes of optree's registry, by class and namespace; Dynamo's guards call them.
+_REGISTRY_PROBES: dict[str, Callable[[], int]] = {}
+
+
+def _guard_registration(cls: type, namespace: str) -> None:
+    """Recompiles when ``cls`` is registered or unregistered with optree later."""
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.source import (
+        AttrSource,
+        CallFunctionNoArgsSource,
+        DictGetItemSource,
+        ImportSource,
+    )
+
+    key = f"{cls.__module__}.{cls.__qualname__}@{id(cls)}|{namespace}"
+    if key not in _REGISTRY_PROBES:
+        _REGISTRY_PROBES[key] = _registry_probe(cls, namespace)
+    probes = AttrSource(AttrSource(ImportSource(LOG_NAME), "_dynamo_compat"), "_REGISTRY_PROBES")
+    source = CallFunctionNoArgsSource(DictGetItemSource(probes, key))
+    install_guard(source.make_guard(GuardBuilder.CONSTANT_MATCH))
+
+
+class _Reader:
+    """Reads a structure's containers from Dynamo's variables, as optree would see them.
+
+    ``skeleton()`` gives real containers with a :class:`_Slot` for each leaf, and
+    remembers each container's variable, so that results of optree's C code on the
+    skeleton map back to the user's own variables.
+    """
+
+    def __init__(
+        self, tx: Any, predicate: Any, none_is_leaf: bool, namespace: str, what: str
+    ) -> None:
+        self.tx = tx
+        self.predicate = predicate
+        self.none_is_leaf = none_is_leaf
+        self.namespace = namespace
+        self.what = what
+        self.leaves: list[Any] = []
+        self.by_id: dict[int, Any] = {}
+        self.guarded: set[type] = set()
+        self.dict_met = False
+
+    def leaf(self, variable: Any) -> _Slot:
+        slot = _Slot(len(self.leaves))
+        self.leaves.append(variable)
+        return slot
+
+    def skeleton(self, variable: Any, depth: int = 0) -> Any:
+        import optree
+
+        k = _kinds()
+        variable = variable.realize()
+        if self.predicate is not None:
+            said = _call(self.tx, self.predicate, variable)
+            if not said.is_python_constant():
+                return _unsupported(self.what, "is_leaf returned a value unknown while tracing")
+            if said.as_python_constant():
+                return self.leaf(variable)
+        try:
+            cls = variable.python_type()
+        except NotImplementedError:
+            return self.leaf(variable)
+        if cls is type(None):
+            return self.leaf(variable) if self.none_is_leaf else None
+        if cls in _BUILTIN_LEAF_TYPES or issubclass(cls, k.tensor_types):
+            return self.leaf(variable)
+        entry = optree.register_pytree_node.get(cls, namespace=self.namespace)
+        kind = None if entry is None else entry.kind
+        if entry is None:
+            if optree.is_namedtuple_class(cls):
+                kind = optree.PyTreeKind.NAMEDTUPLE
+            elif optree.is_structseq_class(cls):
+                kind = optree.PyTreeKind.STRUCTSEQUENCE
+        if cls.__module__ != "builtins" and cls not in self.guarded:
+            self.guarded.add(cls)
+            _guard_registration(cls, self.namespace)
+        if kind is None:
+            return self.leaf(variable)
+        if depth >= OPTREE_MAX_DEPTH:
+            return _unsupported(self.what, f"the structure is deeper than {OPTREE_MAX_DEPTH}")
+        node = self.node(variable, cls, kind, entry, depth)
+        self.by_id[id(node)] = variable
+        return node
+
+    def node(self, variable: Any, cls: type, kind: Any, entry: Any, depth: int) -> Any:
+        import optree
+
+        Kind = optree.PyTreeKind
+        tx = self.tx
+        if kind in (Kind.DICT, Kind.ORDEREDDICT, Kind.DEFAULTDICT):
+            self.dict_met = True
+            pairs = []
+            for pair in _items(tx, variable.call_method(tx, "items", [], {})):
+                key, value = _items(tx, pair)
+                pairs.append((_real(key, self.what), self.skeleton(value, depth + 1)))
+            if kind == Kind.DEFAULTDICT:
+                factory = _real(variable.var_getattr(tx, "default_factory"), self.what)
+                return collections.defaultdict(factory, pairs)
+            return cls(pairs) if kind == Kind.ORDEREDDICT else dict(pairs)
+        if kind == Kind.CUSTOM:
+            return self.custom(variable, entry, depth)
+        parts = [self.skeleton(item, depth + 1) for item in _items(tx, variable)]
+        if kind == Kind.LIST:
+            return parts
+        if kind == Kind.TUPLE:
+            return tuple(parts)
+        if kind == Kind.NAMEDTUPLE:
+            return tuple.__new__(cls, parts)
+        if kind == Kind.DEQUE:
+            return collections.deque(parts, maxlen=_real(variable.var_getattr(tx, "maxlen"), self.what))
+        if kind == Kind.STRUCTSEQUENCE:
+            return cls(parts)
+        return _unsupported(self.what, f"optree's node kind {kind} is new to this package")
+
+    def custom(self, variable: Any, entry: Any, depth: int) -> Any:
+        import operator
+
+        tx = self.tx
+        flatten = entry.flatten_func
+        if isinstance(flatten, operator.methodcaller):  # register_pytree_node_class
+            _, (method, *rest) = flatten.__reduce__()[:2]
+            if rest:
+                return _unsupported(self.what, "a methodcaller with arguments")
+            output = variable.var_getattr(tx, method).call_function(tx, [], {})
+        else:
+            output = _call(tx, flatten, variable)
+        parts = _items(tx, output)
+        if len(parts) not in (2, 3):
+            return _unsupported(self.what, "a flatten function that returns neither 2 nor 3 items")
+        children = [self.skeleton(child, depth + 1) for child in _items(tx, parts[0])]
+        metadata = _real(parts[1], self.what)
+        try:
+            return entry.unflatten_func(metadata, children)
+        except Exception as error:  # noqa: BLE001 - the user's function, on placeholders
+            return _unsupported(self.what, f"the unflatten function fails on placeholders: {error!r}")
+
+    def flatten(self, tree: Any, with_path: bool) -> tuple[Any, list[Any], Any, Any]:
+        """(skeleton, leaf variables in optree's order, real spec, paths or None)."""
+        import optree
+
+        skeleton = self.skeleton(tree)
+        if self.dict_met:
+            _guard_dict_order(self.namespace)
+        options = {"none_is_leaf": self.none_is_leaf, "namespace": self.namespace}
+        try:
+            if with_path:
+                paths, slots, spec = optree.tree_flatten_with_path(skeleton, **options)
+            else:
+                (slots, spec), paths = optree.tree_flatten(skeleton, **options), None
+        except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+            return _unsupported(self.what, f"optree raises {error!r}")
+        if sorted(slot.index for slot in slots) != list(range(len(self.leaves))):
+            return _unsupported(self.what, "a custom node flattens its placeholders differently")
+        return skeleton, [self.leaves[slot.index] for slot in slots], spec, paths
+
+
+def _from_skeleton(tx: Any, value: Any, leaves: list[Any], by_id: dict[int, Any], spec: Any) -> Any:
+    """Dynamo's variable for a skeleton value: a leaf, a container read, or one rebuilt."""
+    import optree
+
+    k = _kinds()
+    if type(value) is _Slot:
+        return leaves[value.index]
+    if _is_variable(value):  # a callback's result, inside a node optree's C code built
+        return value
+    if value is None:
+        return k.Constant.create(None)
+    if id(value) in by_id:
+        return by_id[id(value)]
+    children, metadata, _, unflatten = optree.tree_flatten_one_level(
+        value, none_is_leaf=spec.none_is_leaf, namespace=spec.namespace
+    )
+    parts = [_from_skeleton(tx, child, leaves, by_id, spec) for child in children]
+    cls = type(value)
+    if cls is list:
+        return k.List(parts, mutation_type=k.new())
+    if cls is tuple:
+        return k.Tuple(parts)
+    if cls is dict:
+        keys = [_wrap(tx, key) for key in value]
+        by_key = dict(zip(metadata, parts))
+        return k.Dict(
+            {key: by_key[raw] for key, raw in zip(keys, value)}, user_cls=dict, mutation_type=k.new()
+        )
+    if cls in (collections.OrderedDict, collections.defaultdict):  # in the skeleton's order
+        by_key = dict(zip(metadata[-1] if cls is collections.defaultdict else metadata, parts))
+        ordered = k.List([by_key[key] for key in value], mutation_type=k.new())
+        keys = _wrap(tx, list(value))
+        if cls is collections.OrderedDict:
+            return _call(tx, _make_ordereddict, keys, ordered)
+        return _call(tx, _make_defaultdict, _wrap(tx, value.default_factory), keys, ordered)
+    return _call(tx, unflatten, _wrap(tx, metadata), k.List(parts, mutation_type=k.new()))
+
+
+def _make_ordereddict(keys: list[Any], values: list[Any]) -> Any:
+    """An OrderedDict of the given keys and values, as Dynamo traces it."""
+    return collections.OrderedDict(zip(keys, values))
+
+
+def _make_defaultdict(factory: Any, keys: list[Any], values: list[Any]) -> Any:
+    """A defaultdict of the given keys and values, as Dynamo traces it."""
+    mapping = collections.defaultdict(factory)
+    for key, value in zip(keys, values):
+        mapping[key] = value
+    return mapping
+
+
+def _unflatten(tx: Any, spec: Any, leaves_variable: Any, what: str) -> Any:
+    leaves = _items(tx, leaves_variable)
+    try:
+        skeleton = spec.unflatten([_Slot(index) for index in range(len(leaves))])
+    except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+        return _unsupported(what, f"optree raises {error!r}")
+    return _from_skeleton(tx, skeleton, leaves, {}, spec)
+
+
+def _bool(variable: Any, what: str) -> bool:
+    value = _real(variable, what)
+    if type(value) is not bool:
+        return _unsupported(what, "none_is_leaf is not a bool")
+    return value
+
+
+def _c_options(args: list[Any], kwargs: dict[str, Any], what: str) -> tuple[Any, Any, bool, str]:
+    """(tree, predicate or None, none_is_leaf, namespace) of a call to optree._C."""
+    names = ("tree", "leaf_predicate", "none_is_leaf", "namespace")
+    if len(args) > 4 or set(kwargs) - set(names[len(args) :]):
+        return _unsupported(what, "arguments this package does not read")
+    bound = dict(zip(names, args)) | kwargs
+    if "tree" not in bound:
+        return _unsupported(what, "no tree")
+    predicate = bound.get("leaf_predicate")
+    if predicate is not None and predicate.is_python_constant() and predicate.as_python_constant() is None:
+        predicate = None
+    none_is_leaf = _bool(bound["none_is_leaf"], what) if "none_is_leaf" in bound else False
+    namespace = _real(bound["namespace"], what) if "namespace" in bound else ""
+    if type(namespace) is not str:
+        return _unsupported(what, "the namespace is not a str")
+    return bound["tree"], predicate, none_is_leaf, namespace
+
+
+def _c_flatten(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+    what = "optree._C.flatten_with_path" if with_path else "optree._C.flatten"
+    tree, predicate, none_is_leaf, namespace = _c_options(args, kwargs, what)
+    reader = _Reader(tx, predicate, none_is_leaf, namespace, what)
+    _, leaves, spec, paths = reader.flatten(tree, with_path)
+    flat = [k.List(leaves, mutation_type=k.new()), _wrap(tx, spec)]
+    if with_path:
+        flat.insert(0, _wrap(tx, paths))
+    return k.Tuple(flat)
+
+
+def _c_is_leaf(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    tree, predicate, none_is_leaf, namespace = _c_options(args, kwargs, "optree._C.is_leaf")
+    reader = _Reader(tx, predicate, none_is_leaf, namespace, "optree._C.is_leaf")
+    return k.Constant.create(type(reader.skeleton(tree, OPTREE_MAX_DEPTH - 1)) is _Slot)
+
+
+def _c_constant_fold(name: str) -> Callable[..., Any]:
+    """A handler that runs optree._C.<name> while tracing, on arguments known then."""
+
+    def handler(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        import optree._C
+
+        what = f"optree._C.{name}"
+        if name == "make_from_collection" and args:
+            args = [_collection_of_specs(tx, args[0], what), *args[1:]]
+        real_args = [_real(a, what) if _is_variable(a) else a for a in args]
+        real_kwargs = {key: _real(value, what) for key, value in kwargs.items()}
+        if name == "is_dict_insertion_ordered":
+            namespace = real_args[0] if real_args else real_kwargs.get("namespace", "")
+            _guard_dict_order(namespace if type(namespace) is str else "")
+        try:
+            result = getattr(optree._C, name)(*real_args, **real_kwargs)
+        except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+            return _unsupported(what, f"optree raises {error!r}")
+        return _wrap(tx, result)
+
+    return handler
+
+
+def _collection_of_specs(tx: Any, variable: Any, what: str) -> Any:
+    """A collection (one level of containers) whose children are tree specs, made real."""
+    variable = variable.realize()
+    try:
+        cls = variable.python_type()
+    except NotImplementedError:
+        return _unsupported(what, "a collection Dynamo cannot read")
+    import optree
+
+    if issubclass(cls, dict):
+        pairs = [_items(tx, pair) for pair in _items(tx, variable.call_method(tx, "items", [], {}))]
+        mapping = {_real(key, what): _real(value, what) for key, value in pairs}
+        if cls is collections.defaultdict:
+            factory = _real(variable.var_getattr(tx, "default_factory"), what)
+            return collections.defaultdict(factory, mapping)
+        return cls(mapping) if cls is not dict else mapping
+    if cls is type(None):
+        return None
+    items = [_real(item, what) for item in _items(tx, variable)]
+    if cls in (list, tuple):
+        return cls(items)
+    if cls is collections.deque:
+        return collections.deque(items, maxlen=_real(variable.var_getattr(tx, "maxlen"), what))
+    if optree.is_namedtuple_class(cls):
+        return tuple.__new__(cls, items)
+    if optree.is_structseq_class(cls):
+        return cls(items)
+    return _unsupported(what, f"a collection of type {cls.__qualname__}")
+
+
+#: PyTreeSpec members that depend on the spec alone: run while tracing, on real specs.
+_SPEC_ATTRIBUTES = frozenset(
+    {"kind", "type", "namespace", "none_is_leaf", "num_children", "num_leaves", "num_nodes"}
+)
+_SPEC_CONSTANT_METHODS = frozenset(
+    {
+        "accessors", "broadcast_to_common_suffix", "child", "children", "compose", "entries",
+        "entry", "is_leaf", "is_one_level", "is_prefix", "is_suffix", "one_level", "paths",
+        "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__repr__",
+        "__str__", "__len__",
+    }
+)  # fmt: skip
+_SPEC_TRACED_METHODS = frozenset({"unflatten", "flatten_up_to", "walk", "traverse", "transform"})
+
+
+@_cache_success
+def _spec_variable_class() -> type | None:
+    """Dynamo's variable for a real optree.PyTreeSpec: a constant of the graph."""
+    try:
+        from torch._dynamo.variables.base import VariableTracker
+        from torch._dynamo.variables.misc import GetAttrVariable
+    except ImportError:
+        return None
+
+    class TreeSpecVariable(VariableTracker):  # type: ignore[misc, valid-type]
+        """A real optree.PyTreeSpec; what depends on the spec alone is run while tracing."""
+
+        _nonvar_fields = {"value", *VariableTracker._nonvar_fields}
+
+        def __init__(self, value: Any, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.value = value
+
+        def __repr__(self) -> str:
+            return f"TreeSpecVariable({self.value!r})"
+
+        def python_type(self) -> type:
+            return type(self.value)
+
+        def is_python_constant(self) -> bool:
+            return True
+
+        def as_python_constant(self) -> Any:
+            return self.value
+
+        def reconstruct(self, codegen: Any) -> None:
+            name = codegen.tx.output.install_global_by_id("__dtc_treespec", self.value)
+            codegen.append_output(codegen.create_load_global(name, add=True))
+
+        def var_getattr(self, tx: Any, name: str) -> Any:
+            if name in _SPEC_ATTRIBUTES:
+                return _wrap(tx, getattr(self.value, name))
+            if name in _SPEC_CONSTANT_METHODS or name in _SPEC_TRACED_METHODS:
+                return GetAttrVariable(self, name)
+            return _unsupported(f"PyTreeSpec.{name}", "an attribute this package does not read")
+
+        def call_method(self, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+            return _spec_method(tx, self.value, name, list(args), dict(kwargs))
+
+        def richcompare_impl(self, tx: Any, other: Any, op: str) -> Any:
+            if not other.is_python_constant():
+                return _wrap(tx, NotImplemented)
+            return _spec_method(tx, self.value, op, [other], {})
+
+        def len_impl(self, tx: Any) -> Any:
+            return _wrap(tx, len(self.value))
+
+        def str_impl(self, tx: Any) -> Any:
+            return _wrap(tx, str(self.value))
+
+    return TreeSpecVariable
+
+
+def _spec_method(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    what = f"PyTreeSpec.{name}"
+    if name in _SPEC_CONSTANT_METHODS:
+        real_args = [_real(a, what) for a in args]
+        real_kwargs = {key: _real(value, what) for key, value in kwargs.items()}
+        try:
+            result = getattr(spec, name)(*real_args, **real_kwargs)
+        except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+            return _unsupported(what, f"optree raises {error!r}")
+        return _wrap(tx, result)
+    if name == "unflatten" and len(args) == 1 and not kwargs:
+        return _unflatten(tx, spec, args[0], what)
+    if name == "flatten_up_to" and len(args) == 1 and not kwargs:
+        reader = _Reader(tx, None, spec.none_is_leaf, spec.namespace, what)
+        skeleton = reader.skeleton(args[0])
+        if reader.dict_met:
+            _guard_dict_order(spec.namespace)
+        try:
+            pieces = spec.flatten_up_to(skeleton)
+        except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+            return _unsupported(what, f"optree raises {error!r}")
+        k = _kinds()
+        items = [_from_skeleton(tx, piece, reader.leaves, reader.by_id, spec) for piece in pieces]
+        return k.List(items, mutation_type=k.new())
+    if name in ("walk", "traverse", "transform"):
+        return _spec_callbacks(tx, spec, name, args, kwargs)
+    return _unsupported(what, "arguments this package does not read")
+
+
+def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """walk, traverse and transform: optree's C code, calling back into Dynamo's tracing.
+
+    While tracing, the C code passes Dynamo's variables around as opaque leaves; each
+    callback traces the user's function on them.
+    """
+    what = f"PyTreeSpec.{name}"
+    names = ("f_node", "f_leaf") if name == "transform" else ("leaves", "f_node", "f_leaf")
+    if len(args) > len(names) or set(kwargs) - set(names[len(args) :]):
+        return _unsupported(what, "arguments this package does not read")
+    bound: dict[str, Any] = dict(zip(names, args)) | kwargs
+    f_node, f_leaf = (
+        None if v is None or (v.is_python_constant() and v.as_python_constant() is None) else v
+        for v in (bound.get("f_node"), bound.get("f_leaf"))
+    )
+    if name == "transform":
+
+        def spec_of(variable: Any) -> Any:
+            if not variable.is_python_constant() or not isinstance(
+                variable.as_python_constant(), type(spec)
+            ):
+                return _unsupported(what, "a callback that returns no tree spec known while tracing")
+            return variable.as_python_constant()
+
+        node_callback = leaf_callback = None
+        if f_node is not None:
+            node_callback = lambda s: spec_of(_call(tx, f_node, _wrap(tx, s)))  # noqa: E731
+        if f_leaf is not None:
+            leaf_callback = lambda s: spec_of(_call(tx, f_leaf, _wrap(tx, s)))  # noqa: E731
+        return _wrap(tx, spec.transform(node_callback, leaf_callback))
+    if "leaves" not in bound:
+        return _unsupported(what, "no leaves")
+    leaves = _items(tx, bound["leaves"])
+    slots = [_Slot(index) for index in range(len(leaves))]
+
+    def leaf(slot: _Slot) -> Any:
+        variable = leaves[slot.index]
+        return variable if f_leaf is None else _call(tx, f_leaf, variable)
+
+    def as_variable(value: Any) -> Any:
+        return value if _is_variable(value) else _from_skeleton(tx, value, [], {}, spec)
+
+    if name == "walk" and f_node is not None:
+
+        def node(node_type: Any, node_data: Any, children: Any) -> Any:
+            parts = _kinds().Tuple([as_variable(child) for child in children])
+            return _call(tx, f_node, _wrap(tx, node_type), _wrap(tx, node_data), parts)
+
+        call = lambda: spec.walk(slots, node, leaf)  # noqa: E731
+    else:  # walk without f_node rebuilds each node, as traverse does
+        node_rebuilt = None if f_node is None else (lambda n: _call(tx, f_node, as_variable(n)))
+        call = lambda: spec.traverse(slots, node_rebuilt, leaf)  # noqa: E731
+    try:
+        result = call()
+    except (ValueError, TypeError) as error:  # optree's own error, raised eagerly
+        return _unsupported(what, f"optree raises {error!r}")
+    return as_variable(result)
+
+
+def _type_guard_flag(flag_path: tuple[str, ...]) -> None:
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.source import AttrSource, ImportSource
+
+    source: Any = ImportSource(flag_path[0])
+    for name in flag_path[1:]:
+        source = AttrSource(source, name)
+    install_guard(source.make_guard(GuardBuilder.CONSTANT_MATCH))
+
+
+_SPEC_HOOK: list[tuple[Any, Any]] = []  # (VariableBuilder, its _wrap before the hook)
+
+
+def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
+    """Makes Dynamo read a real optree.PyTreeSpec it meets (an input, a global) as ours.
+
+    The graph guards on the spec's ``repr`` (optree's spec equality shows there) and on
+    the mode flag. Returns False, changing nothing, where Dynamo's builder has moved.
+    """
+    import optree
+
+    spec_class = _spec_variable_class()
+    try:
+        from torch._dynamo.guards import GuardBuilder, install_guard
+        from torch._dynamo.source import AttrSource, CallFunctionNoArgsSource
+        from torch._dynamo.variables.builder import VariableBuilder
+    except ImportError:
+        return False
+    wrap = getattr(VariableBuilder, "_wrap", None)
+    if spec_class is None or not callable(wrap) or not hasattr(GuardBuilder, "TYPE_MATCH"):
+        return False
+    if _SPEC_HOOK:
+        return True
+
+    def _wrap_with_specs(builder: Any, value: Any) -> Any:
+        if type(value) is optree.PyTreeSpec and _flag_is_on(flag_path):
+            source = builder.source
+            install_guard(source.make_guard(GuardBuilder.TYPE_MATCH))
+            text = CallFunctionNoArgsSource(AttrSource(source, "__repr__"))
+            install_guard(text.make_guard(GuardBuilder.CONSTANT_MATCH))
+            _type_guard_flag(flag_path)
+            return spec_class(value, source=source)
+        if type(value) is optree.PyTreeSpec:
+            _type_guard_flag(flag_path)
+        return wrap(builder, value)
+
+    _SPEC_HOOK.append((VariableBuilder, wrap))
+    VariableBuilder._wrap = _wrap_with_specs
+    return True
+
+
+def unhook_spec_inputs() -> None:
+    """Undoes :func:`hook_spec_inputs`."""
+    while _SPEC_HOOK:
+        builder, wrap = _SPEC_HOOK.pop()
+        builder._wrap = wrap
+
+
+#: optree's C layer: always taken while the mode is on (FAST_PATH_ON does not apply).
+CORE_PATHS = frozenset(
+    {
+        "optree._C.flatten",
+        "optree._C.flatten_with_path",
+        "optree._C.is_leaf",
+        "optree._C.make_leaf",
+        "optree._C.make_none",
+        "optree._C.make_from_collection",
+        "optree._C.is_dict_insertion_ordered",
+    }
+)
+
 #: Handlers by original: each returns Dynamo's variable for the result, or raises _Fallback.
 FAST_PATHS: dict[str, Callable[[Any, Any, list[Any], dict[str, Any]], Any]] = {
     "tree.is_nested": _is_nested,
@@ -693,6 +1352,13 @@ FAST_PATHS: dict[str, Callable[[Any, Any, list[Any], dict[str, Any]], Any]] = {
     "optree.tree_leaves": _tree_leaves,
     "optree.tree_map": lambda k, tx, a, kw: _tree_map(k, tx, a, kw, with_path=False),
     "optree.tree_map_with_path": lambda k, tx, a, kw: _tree_map(k, tx, a, kw, with_path=True),
+    "optree._C.flatten": lambda k, tx, a, kw: _c_flatten(k, tx, a, kw, with_path=False),
+    "optree._C.flatten_with_path": lambda k, tx, a, kw: _c_flatten(k, tx, a, kw, with_path=True),
+    "optree._C.is_leaf": _c_is_leaf,
+    **{
+        f"optree._C.{name}": _c_constant_fold(name)
+        for name in ("make_leaf", "make_none", "make_from_collection", "is_dict_insertion_ordered")
+    },
 }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _dynamo_compat, activation, dmtree
+from . import _dynamo_compat, activation, dmtree, optree_twins
 
 __all__ = [
     "DM_TREE",
@@ -35,8 +35,8 @@ __all__ = [
 class Substitution:
     """One original function and the twin Dynamo traces in its place.
 
-    Without a twin, torch keeps tracing the original its own way and this package adds
-    only its fast path for common structures, in front.
+    For optree, the twin is optional: without one, Dynamo follows optree's own code
+    (see :func:`_register_fast_path_only`).
     """
 
     library: str
@@ -86,10 +86,51 @@ DM_TREE: tuple[Substitution, ...] = tuple(
 )
 
 
-#: optree calls torch traces itself, where this package adds a fast path in front.
-OPTREE: tuple[Substitution, ...] = tuple(
-    Substitution("optree", "optree", name, None)
-    for name in ("tree_leaves", "tree_map", "tree_map_with_path")
+#: optree's C functions: this package traces them at Dynamo's variable level, giving
+#: real PyTreeSpec objects. optree's public functions are Python code over these, which
+#: Dynamo inlines; where torch has a polyfill of its own for one, this package puts
+#: optree's own code back in front of it (with a fast path for common structures).
+OPTREE: tuple[Substitution, ...] = (
+    *(
+        Substitution("optree", "optree._C", name, None)
+        for name in (
+            "flatten",
+            "flatten_with_path",
+            "is_leaf",
+            "make_leaf",
+            "make_none",
+            "make_from_collection",
+            "is_dict_insertion_ordered",
+        )
+    ),
+    *(
+        Substitution("optree", "optree", name, None)
+        for name in (
+            "tree_leaves",
+            "tree_map",
+            "tree_map_with_path",
+            "tree_flatten",
+            "tree_flatten_with_path",
+            "tree_structure",
+            "tree_unflatten",
+            "tree_is_leaf",
+            "treespec_leaf",
+            "treespec_tuple",
+            "treespec_dict",
+        )
+    ),
+    # torch's polyfills of these give a tuple where optree gives DictMetaData.
+    *(
+        Substitution("optree", "optree.registry", name, None)
+        for name in ("_dict_flatten", "_dict_unflatten", "_none_unflatten")
+    ),
+    Substitution("optree", "optree", "tree_iter", optree_twins.tree_iter),
+    Substitution(
+        "optree",
+        "optree.ops",
+        "_tree_broadcast_common_with_treespec",
+        optree_twins.broadcast_common_with_treespec,
+    ),
 )
 
 
@@ -205,8 +246,12 @@ def _connect_dmtree(module: Any) -> None:
     dmtree._PARAMETER = torch.nn.Parameter
 
 
-def _clone(function: Any) -> Any:
-    """A copy of a Python function, which Dynamo traces as it traced the original."""
+def _clone(function: Any, module: str | None = None) -> Any:
+    """A copy of a Python function, which Dynamo traces as it traced the original.
+
+    With another ``module`` name, torch's own tree_map fast path, which knows optree's
+    functions by name and module, leaves the copy to be traced as plain code.
+    """
     copy = types.FunctionType(
         function.__code__,
         function.__globals__,
@@ -216,7 +261,7 @@ def _clone(function: Any) -> Any:
     )
     copy.__kwdefaults__ = function.__kwdefaults__
     copy.__qualname__ = function.__qualname__
-    copy.__module__ = function.__module__
+    copy.__module__ = module or function.__module__
     copy.__doc__ = function.__doc__
     return copy
 
@@ -225,8 +270,8 @@ def _register(substitution: Substitution) -> str | None:
     original = substitution.original()
     name = substitution.original_name
     fast_path = name if name in _dynamo_compat.FAST_PATHS else None
-    if substitution.twin is None:
-        return _register_fast_path_only(original, name)
+    if substitution.library == "optree":
+        return _register_fast_path_only(original, name, substitution.twin)
     try:
         handle = _dynamo_compat.substitute(original, _gate(substitution.twin, name))
     except ValueError as error:  # something else already handles it
@@ -237,18 +282,45 @@ def _register(substitution: Substitution) -> str | None:
     return None
 
 
-def _register_fast_path_only(original: Any, name: str) -> str | None:
-    """Puts the fast path in front of torch's own way of tracing ``original``."""
+def _untraced(name: str) -> Callable[..., Any]:
+    """What Dynamo meets for an optree C function while the mode is off: a graph break."""
+    graph_break = _dynamo_compat.graph_break_function()
+    reason = f"{name} is C code Dynamo does not trace: dynamo-tree-compat is disabled here"
+
+    def untraced(*args: Any, **kwargs: Any) -> None:
+        graph_break(msg=reason)
+
+    return untraced
+
+
+def _register_fast_path_only(
+    original: Any, name: str, twin: Callable[..., Any] | None = None
+) -> str | None:
+    """Puts our handling in front of torch's own way of tracing ``original``.
+
+    Dynamo then tries the fast path, if there is one, then optree's own Python code
+    (``our_way``: ``twin`` if given, else a copy of the original), then torch's way;
+    with the mode off, only torch's way.
+    """
     if not _dynamo_compat.fast_path_support():
         return "left to torch: its Dynamo internals are not as this package expects"
-    handle = copy = None
-    if original not in _dynamo_compat.torch_polyfills():  # traced as plain Python code
-        copy = _clone(original)
+    if name.startswith("optree.") and not _dynamo_compat.hook_spec_inputs(MODE_FLAG):
+        return "left to torch: its Dynamo internals are not as this package expects"
+    handle = copy = ours = None
+    python_code = isinstance(original, types.FunctionType)
+    if python_code:
+        ours = twin or _clone(original, module=f"{__name__}.own_code")
+    if original in _dynamo_compat.torch_polyfills():
+        pass
+    else:  # traced as plain Python code, or a C function Dynamo skips
+        copy = _clone(original) if python_code else _untraced(name)
         try:
             handle = _dynamo_compat.substitute(original, copy)
         except ValueError as error:
             return f"already handled elsewhere: {error}"
-    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, name, torch_way=copy):
+        copy = copy if python_code else None
+    fast_path = name if name in _dynamo_compat.FAST_PATHS else None
+    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, fast_path, copy, ours):
         if handle is not None:
             _dynamo_compat.unsubstitute(original, handle)
         return "left to torch: its Dynamo internals are not as this package expects"

@@ -8,6 +8,7 @@ defaultdict grows keys when looked up) cannot spoil the other side of a comparis
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import re
 import types
@@ -265,6 +266,14 @@ def assert_identical(expected: Any, actual: Any, where: str = "root") -> None:
             actual.items() if isinstance(actual, abc.Mapping) else actual,
             where,
         )
+    elif dataclasses.is_dataclass(expected) or hasattr(type(expected), "FIELDS"):
+        names = getattr(type(expected), "FIELDS", None) or [
+            field.name for field in dataclasses.fields(expected)
+        ]
+        for name in names:
+            assert_identical(getattr(expected, name), getattr(actual, name), f"{where}.{name}")
+    elif type(expected).__name__ == "PyTreeSpec":  # optree's: equal, and shown alike
+        assert expected == actual and repr(expected) == repr(actual), where
     elif attr.has(type(expected)):
         for field in attr.fields(type(expected)):
             assert_identical(

@@ -1,0 +1,256 @@
+"""A representative call of every public optree function, on tensors, for compiled tests.
+
+Each call takes two tensors and a list that callbacks append to, so that the order in
+which optree calls a user's function is compared too. The trees mix every container
+kind optree knows and custom nodes registered in each of optree's three ways.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import optree
+import optree.dataclasses
+import torch
+
+#: The namespace the custom nodes below are registered in.
+NS = "dtc-test"
+Point = collections.namedtuple("Point", "x y")
+
+
+class Pair:
+    """Registered with optree.register_pytree_node."""
+
+    FIELDS = ("left", "right")
+
+    def __init__(self, left: Any, right: Any) -> None:
+        self.left, self.right = left, right
+
+    def __repr__(self) -> str:
+        return f"Pair({self.left!r}, {self.right!r})"
+
+
+optree.register_pytree_node(
+    Pair,
+    lambda p: ((p.left, p.right), None, ("left", "right")),
+    lambda _, children: Pair(*children),
+    namespace=NS,
+)
+
+
+@optree.register_pytree_node_class(namespace=NS)
+class Box:
+    """Registered with optree.register_pytree_node_class."""
+
+    FIELDS = ("items", "tag")
+
+    def __init__(self, items: list[Any], tag: str) -> None:
+        self.items, self.tag = items, tag
+
+    def tree_flatten(self) -> tuple[list[Any], str]:
+        return self.items, self.tag
+
+    @classmethod
+    def tree_unflatten(cls, tag: str, items: Any) -> Box:
+        return cls(list(items), tag)
+
+    def __repr__(self) -> str:
+        return f"Box({self.items!r}, {self.tag!r})"
+
+
+@optree.dataclasses.dataclass(namespace=NS)
+class Cfg:
+    """Registered with optree.dataclasses.dataclass."""
+
+    w: Any
+    b: Any
+    name: str = dataclasses.field(default="c", metadata={"pytree_node": False})
+
+
+def every_kind(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+    """A tree with every container kind of optree's own and the three custom nodes."""
+    return {
+        "d": {"z": x, "a": [y, None, ()], "m": {}},
+        "o": collections.OrderedDict(z=y, a=(x,)),
+        "dd": collections.defaultdict(list, {"k": x, "j": y}),
+        "q": collections.deque([x, y], maxlen=4),
+        "p": Point(x, y),
+        "s": time.struct_time((1, 2, 3, 4, 5, 6, 7, 8, 9)),
+        "c": [Pair(x, (y,)), Box([y, {"u": x}], "t"), Cfg(x, y)],
+    }
+
+
+def _record(seen: list[Any]) -> Callable[..., Any]:
+    def record(*args: Any) -> Any:
+        seen.append(len(args))
+        *_, last = args
+        return last * 2 if isinstance(last, torch.Tensor) else last
+
+    return record
+
+
+def _plain(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+    return {"b": [x, None], "a": (y, {"c": x})}
+
+
+SPEC = optree.tree_structure({"b": [0, None], "a": (0, {"c": 0})})
+TWO = optree.tree_structure([0, 0])
+
+
+def _leaf_lists(x: torch.Tensor, y: torch.Tensor) -> Any:
+    return [[x, y], [y, x]]
+
+
+Call = Callable[[torch.Tensor, torch.Tensor, list[Any]], Any]
+_T = every_kind
+CALLS: dict[str, Call] = {
+    "tree_flatten": lambda x, y, s: optree.tree_flatten(_T(x, y), namespace=NS),
+    "tree_flatten_with_path": lambda x, y, s: optree.tree_flatten_with_path(
+        _T(x, y), namespace=NS
+    ),
+    "tree_flatten_with_accessor": lambda x, y, s: optree.tree_flatten_with_accessor(
+        _plain(x, y)
+    )[1:],
+    "tree_unflatten": lambda x, y, s: optree.tree_unflatten(
+        optree.tree_structure(_T(x, y), namespace=NS), [x] * 25
+    ),
+    "tree_iter": lambda x, y, s: list(optree.tree_iter(_T(x, y), namespace=NS)),
+    "tree_leaves": lambda x, y, s: optree.tree_leaves(_T(x, y), none_is_leaf=True, namespace=NS),
+    "tree_structure": lambda x, y, s: optree.tree_structure(_T(x, y), namespace=NS),
+    "tree_paths": lambda x, y, s: optree.tree_paths(_T(x, y), namespace=NS),
+    "tree_accessors": lambda x, y, s: len(optree.tree_accessors(_plain(x, y))),
+    "tree_is_leaf": lambda x, y, s: [
+        optree.tree_is_leaf(v, namespace=NS) for v in (x, None, Point(x, y), Pair(x, y))
+    ],
+    "all_leaves": lambda x, y, s: (optree.all_leaves([x, y]), optree.all_leaves([[x]])),
+    "tree_map": lambda x, y, s: optree.tree_map(_record(s), _T(x, y), _T(y, x), namespace=NS),
+    "tree_map_": lambda x, y, s: optree.tree_map_(_record(s), _T(x, y), namespace=NS),
+    "tree_map_with_path": lambda x, y, s: optree.tree_map_with_path(
+        _record(s), _T(x, y), namespace=NS
+    ),
+    "tree_map_with_path_": lambda x, y, s: optree.tree_map_with_path_(
+        _record(s), _T(x, y), namespace=NS
+    ),
+    "tree_map_with_accessor": lambda x, y, s: optree.tree_map_with_accessor(
+        lambda a, v: v + 1, _plain(x, y)
+    ),
+    "tree_map_with_accessor_": lambda x, y, s: optree.tree_map_with_accessor_(
+        lambda a, v: s.append(1), _plain(x, y)
+    )
+    and None,
+    "tree_replace_nones": lambda x, y, s: optree.tree_replace_nones(x, _T(x, y), namespace=NS),
+    "tree_partition": lambda x, y, s: optree.tree_partition(
+        lambda v: v is x, _plain(x, y), none_is_leaf=True
+    ),
+    "tree_transpose": lambda x, y, s: optree.tree_transpose(TWO, TWO, _leaf_lists(x, y)),
+    "tree_transpose_map": lambda x, y, s: optree.tree_transpose_map(
+        lambda v: [v, v + 1], _plain(x, y)
+    ),
+    "tree_transpose_map_with_path": lambda x, y, s: optree.tree_transpose_map_with_path(
+        lambda p, v: [len(p), v], _plain(x, y)
+    ),
+    "tree_transpose_map_with_accessor": lambda x, y, s: optree.tree_transpose_map_with_accessor(
+        lambda a, v: [v, v], _plain(x, y)
+    ),
+    "tree_broadcast_prefix": lambda x, y, s: optree.tree_broadcast_prefix([x, y], [[x], (y, x)]),
+    "broadcast_prefix": lambda x, y, s: optree.broadcast_prefix([x, y], [[x], (y, x)]),
+    "tree_broadcast_common": lambda x, y, s: optree.tree_broadcast_common(
+        {"a": x, "b": [y]}, {"a": [x, y], "b": y}
+    ),
+    "broadcast_common": lambda x, y, s: optree.broadcast_common(
+        {"a": x, "b": [y]}, {"a": [x, y], "b": y}
+    ),
+    "tree_broadcast_map": lambda x, y, s: optree.tree_broadcast_map(
+        _record(s), {"a": x, "b": [y]}, {"a": [x, y], "b": y}
+    ),
+    "tree_broadcast_map_with_path": lambda x, y, s: optree.tree_broadcast_map_with_path(
+        _record(s), {"a": x, "b": [y]}, {"a": [x, y], "b": y}
+    ),
+    "tree_broadcast_map_with_accessor": lambda x, y, s: optree.tree_broadcast_map_with_accessor(
+        lambda a, u, v: u + v, {"a": x, "b": [y]}, {"a": [x, y], "b": y}
+    ),
+    "tree_reduce": lambda x, y, s: optree.tree_reduce(lambda a, b: a + b, _T(x, y), namespace=NS),
+    "tree_sum": lambda x, y, s: optree.tree_sum([x, (y, {"a": x})]),
+    "tree_max": lambda x, y, s: (
+        optree.tree_max({"a": 3, "b": [1, 5]}),
+        optree.tree_max([1, -7], key=abs),
+    ),
+    "tree_min": lambda x, y, s: (
+        optree.tree_min({"a": 3, "b": [1, 5]}),
+        optree.tree_min([], default=9),
+    ),
+    "tree_all": lambda x, y, s: (optree.tree_all({"a": True, "b": [1, 2]}), optree.tree_all([])),
+    "tree_any": lambda x, y, s: (optree.tree_any([0, None, (0,)]), optree.tree_any([0, [1]])),
+    "tree_flatten_one_level": lambda x, y, s: [
+        optree.tree_flatten_one_level(v, namespace=NS)[:3]
+        for v in (_plain(x, y), Pair(x, y), Point(x, y))
+    ],
+    "prefix_errors": lambda x, y, s: len(optree.prefix_errors([x, y], [[x], (y, x)])),
+    "treespec_paths": lambda x, y, s: optree.treespec_paths(SPEC),
+    "treespec_accessors": lambda x, y, s: [repr(a) for a in optree.treespec_accessors(SPEC)],
+    "treespec_entries": lambda x, y, s: optree.treespec_entries(SPEC),
+    "treespec_entry": lambda x, y, s: optree.treespec_entry(SPEC, 1),
+    "treespec_children": lambda x, y, s: optree.treespec_children(SPEC),
+    "treespec_child": lambda x, y, s: optree.treespec_child(SPEC, 0),
+    "treespec_one_level": lambda x, y, s: optree.treespec_one_level(SPEC),
+    "treespec_transform": lambda x, y, s: optree.treespec_transform(
+        SPEC, None, lambda leaf: optree.treespec_tuple([leaf, leaf])
+    ),
+    "treespec_is_leaf": lambda x, y, s: (
+        optree.treespec_is_leaf(SPEC),
+        optree.treespec_is_leaf(optree.treespec_none(), strict=False),
+    ),
+    "treespec_is_strict_leaf": lambda x, y, s: optree.treespec_is_strict_leaf(SPEC),
+    "treespec_is_one_level": lambda x, y, s: optree.treespec_is_one_level(TWO),
+    "treespec_is_prefix": lambda x, y, s: optree.treespec_is_prefix(TWO, SPEC),
+    "treespec_is_suffix": lambda x, y, s: optree.treespec_is_suffix(TWO, SPEC, strict=False),
+    "treespec_leaf": lambda x, y, s: optree.treespec_leaf(none_is_leaf=True),
+    "treespec_none": lambda x, y, s: optree.treespec_none(namespace=NS),
+    "treespec_tuple": lambda x, y, s: optree.treespec_tuple([SPEC, TWO]),
+    "treespec_list": lambda x, y, s: optree.treespec_list([SPEC, TWO]),
+    "treespec_dict": lambda x, y, s: optree.treespec_dict({"b": SPEC, "a": TWO}),
+    "treespec_namedtuple": lambda x, y, s: optree.treespec_namedtuple(Point(SPEC, TWO)),
+    "treespec_ordereddict": lambda x, y, s: optree.treespec_ordereddict(
+        collections.OrderedDict(b=SPEC, a=TWO)
+    ),
+    "treespec_defaultdict": lambda x, y, s: optree.treespec_defaultdict(int, {"b": SPEC}),
+    "treespec_deque": lambda x, y, s: optree.treespec_deque([SPEC, TWO], maxlen=3),
+    "treespec_structseq": lambda x, y, s: optree.treespec_structseq(
+        time.struct_time([TWO] * 9)
+    ),
+    "treespec_from_collection": lambda x, y, s: optree.treespec_from_collection(
+        {"b": SPEC, "a": TWO}
+    ),
+    "is_namedtuple": lambda x, y, s: (optree.is_namedtuple(Point), optree.is_namedtuple(x)),
+    "is_namedtuple_class": lambda x, y, s: optree.is_namedtuple_class(Point),
+    "is_namedtuple_instance": lambda x, y, s: optree.is_namedtuple_instance(Point(x, y)),
+    "namedtuple_fields": lambda x, y, s: optree.namedtuple_fields(Point(x, y)),
+    "is_structseq": lambda x, y, s: optree.is_structseq(time.struct_time),
+    "is_structseq_class": lambda x, y, s: optree.is_structseq_class(time.struct_time),
+    "is_structseq_instance": lambda x, y, s: optree.is_structseq_instance(Point(x, y)),
+    "structseq_fields": lambda x, y, s: optree.structseq_fields(time.struct_time(range(9))),
+}
+
+#: Calls that change optree's global state: inside a compiled region they may break the
+#: graph (the issue allows it); they are checked with fullgraph=False.
+STATEFUL: dict[str, Call] = {
+    "register_pytree_node": lambda x, y, s: optree.register_pytree_node(
+        type("Local", (), {}), lambda o: ((), None), lambda m, c: None, namespace="dtc-local"
+    )
+    and x + 1,
+    "register_pytree_node_class": lambda x, y, s: optree.register_pytree_node_class(
+        namespace="dtc-local"
+    )
+    and x + 1,
+    "unregister_pytree_node": lambda x, y, s: x + 1,
+    "dict_insertion_ordered": lambda x, y, s: _with_insertion_order(x, y),
+}
+
+
+def _with_insertion_order(x: torch.Tensor, y: torch.Tensor) -> Any:
+    with optree.dict_insertion_ordered(True, namespace=NS):
+        return optree.tree_leaves({"b": x, "a": y}, namespace=NS)
