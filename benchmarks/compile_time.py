@@ -99,7 +99,7 @@ def _calls(leaves: int) -> dict[str, Callable[[torch.Tensor], Any]]:
 
 
 FAST_PATHS = {name for name in _dynamo_compat.FAST_PATHS}
-SLOW_ONLY = ("optree.tree_flatten", "optree.tree_structure", "optree.tree_flatten_with_path")
+SLOW_ONLY: tuple[str, ...] = ()
 
 
 def compile_once(function: Callable[[torch.Tensor], Any], fast: bool, enabled: bool) -> float:

@@ -692,8 +692,6 @@ def _tree_map(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], with_pat
     return _variable(k, spec.unflatten(range(len(results))), results)
 
 
-
-
 # --- optree's C layer, done at Dynamo's variable level -------------------------------
 #
 # optree's public functions are Python code over a few C functions (flatten, is_leaf,
@@ -889,10 +887,13 @@ class _Reader:
         tx = self.tx
         if kind in (Kind.DICT, Kind.ORDEREDDICT, Kind.DEFAULTDICT):
             self.dict_met = True
-            pairs = []
+            values = {}
             for pair in _items(tx, variable.call_method(tx, "items", [], {})):
                 key, value = _items(tx, pair)
-                pairs.append((_real(key, self.what), self.skeleton(value, depth + 1)))
+                values[_real(key, self.what)] = value
+            # Children are read in optree's order, as is_leaf and flatten functions see them.
+            parts = {key: self.skeleton(values[key], depth + 1) for key in self.order(kind, values)}
+            pairs = [(key, parts[key]) for key in values]
             if kind == Kind.DEFAULTDICT:
                 factory = _real(variable.var_getattr(tx, "default_factory"), self.what)
                 return collections.defaultdict(factory, pairs)
@@ -907,10 +908,31 @@ class _Reader:
         if kind == Kind.NAMEDTUPLE:
             return tuple.__new__(cls, parts)
         if kind == Kind.DEQUE:
-            return collections.deque(parts, maxlen=_real(variable.var_getattr(tx, "maxlen"), self.what))
+            return collections.deque(parts, maxlen=self.maxlen(variable))
         if kind == Kind.STRUCTSEQUENCE:
             return cls(parts)
         return _unsupported(self.what, f"optree's node kind {kind} is new to this package")
+
+    def maxlen(self, variable: Any) -> int | None:
+        """A deque's maxlen; Dynamo drops it from a deque that comes in from outside."""
+        resolve = getattr(self.tx.output, "resolve_source_value", None)
+        if variable.source is not None and resolve is not None:
+            from torch._dynamo.guards import GuardBuilder, install_guard
+            from torch._dynamo.source import AttrSource
+
+            maxlen = AttrSource(variable.source, "maxlen")
+            install_guard(maxlen.make_guard(GuardBuilder.CONSTANT_MATCH))
+            return resolve(variable.source).maxlen
+        return _real(variable.var_getattr(self.tx, "maxlen"), self.what)
+
+    def order(self, kind: Any, keys: dict[Any, Any]) -> list[Any]:
+        import optree
+
+        if kind == optree.PyTreeKind.ORDEREDDICT or optree._C.is_dict_insertion_ordered(
+            self.namespace, inherit_global_namespace=True
+        ):
+            return list(keys)
+        return optree.utils.total_order_sorted(list(keys))
 
     def custom(self, variable: Any, entry: Any, depth: int) -> Any:
         import operator
@@ -932,7 +954,9 @@ class _Reader:
         try:
             return entry.unflatten_func(metadata, children)
         except Exception as error:  # noqa: BLE001 - the user's function, on placeholders
-            return _unsupported(self.what, f"the unflatten function fails on placeholders: {error!r}")
+            return _unsupported(
+                self.what, f"the unflatten function fails on placeholders: {error!r}"
+            )
 
     def flatten(self, tree: Any, with_path: bool) -> tuple[Any, list[Any], Any, Any]:
         """(skeleton, leaf variables in optree's order, real spec, paths or None)."""
@@ -980,7 +1004,9 @@ def _from_skeleton(tx: Any, value: Any, leaves: list[Any], by_id: dict[int, Any]
         keys = [_wrap(tx, key) for key in value]
         by_key = dict(zip(metadata, parts))
         return k.Dict(
-            {key: by_key[raw] for key, raw in zip(keys, value)}, user_cls=dict, mutation_type=k.new()
+            {key: by_key[raw] for key, raw in zip(keys, value)},
+            user_cls=dict,
+            mutation_type=k.new(),
         )
     if cls in (collections.OrderedDict, collections.defaultdict):  # in the skeleton's order
         by_key = dict(zip(metadata[-1] if cls is collections.defaultdict else metadata, parts))
@@ -1030,7 +1056,11 @@ def _c_options(args: list[Any], kwargs: dict[str, Any], what: str) -> tuple[Any,
     if "tree" not in bound:
         return _unsupported(what, "no tree")
     predicate = bound.get("leaf_predicate")
-    if predicate is not None and predicate.is_python_constant() and predicate.as_python_constant() is None:
+    if (
+        predicate is not None
+        and predicate.is_python_constant()
+        and predicate.as_python_constant() is None
+    ):
         predicate = None
     none_is_leaf = _bool(bound["none_is_leaf"], what) if "none_is_leaf" in bound else False
     namespace = _real(bound["namespace"], what) if "namespace" in bound else ""
@@ -1136,7 +1166,7 @@ def _spec_variable_class() -> type | None:
     class TreeSpecVariable(VariableTracker):  # type: ignore[misc, valid-type]
         """A real optree.PyTreeSpec; what depends on the spec alone is run while tracing."""
 
-        _nonvar_fields = {"value", *VariableTracker._nonvar_fields}
+        _nonvar_fields = {"value", *VariableTracker._nonvar_fields}  # noqa: RUF012 - as Dynamo declares it
 
         def __init__(self, value: Any, **kwargs: Any) -> None:
             super().__init__(**kwargs)
@@ -1178,6 +1208,18 @@ def _spec_variable_class() -> type | None:
 
         def str_impl(self, tx: Any) -> Any:
             return _wrap(tx, str(self.value))
+
+        def repr_impl(self, tx: Any) -> Any:
+            return _wrap(tx, repr(self.value))
+
+        def bool_impl(self, tx: Any) -> Any:
+            return _wrap(tx, bool(self.value))
+
+        def hash_impl(self, tx: Any) -> tuple[int, bool]:
+            try:
+                return hash(self.value), False
+            except TypeError as error:  # metadata that is not hashable
+                return _unsupported("PyTreeSpec.__hash__", f"optree raises {error!r}")
 
     return TreeSpecVariable
 
@@ -1232,7 +1274,9 @@ def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict
             if not variable.is_python_constant() or not isinstance(
                 variable.as_python_constant(), type(spec)
             ):
-                return _unsupported(what, "a callback that returns no tree spec known while tracing")
+                return _unsupported(
+                    what, "a callback that returns no tree spec known while tracing"
+                )
             return variable.as_python_constant()
 
         node_callback = leaf_callback = None
@@ -1294,7 +1338,7 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
     spec_class = _spec_variable_class()
     try:
         from torch._dynamo.guards import GuardBuilder, install_guard
-        from torch._dynamo.source import AttrSource, CallFunctionNoArgsSource
+        from torch._dynamo.source import AttrSource, CallFunctionNoArgsSource  # noqa: F401
         from torch._dynamo.variables.builder import VariableBuilder
     except ImportError:
         return False
@@ -1308,8 +1352,7 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
         if type(value) is optree.PyTreeSpec and _flag_is_on(flag_path):
             source = builder.source
             install_guard(source.make_guard(GuardBuilder.TYPE_MATCH))
-            text = CallFunctionNoArgsSource(AttrSource(source, "__repr__"))
-            install_guard(text.make_guard(GuardBuilder.CONSTANT_MATCH))
+            install_guard(_spec_text_source(source).make_guard(GuardBuilder.CONSTANT_MATCH))
             _type_guard_flag(flag_path)
             return spec_class(value, source=source)
         if type(value) is optree.PyTreeSpec:
@@ -1319,6 +1362,22 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
     _SPEC_HOOK.append((VariableBuilder, wrap))
     VariableBuilder._wrap = _wrap_with_specs
     return True
+
+
+def _spec_text_source(source: Any) -> Any:
+    """A guard's source for ``repr(spec.__getstate__())``: all a spec holds, in order.
+
+    Two specs can be equal, with equal ``repr``, and still unflatten a dict's keys in
+    different orders; optree's pickled state keeps that order. (Where a spec has no
+    ``__getstate__``, its ``repr`` stands in.)
+    """
+    import optree
+    from torch._dynamo.source import AttrSource, CallFunctionNoArgsSource
+
+    if hasattr(optree.PyTreeSpec, "__getstate__"):
+        state = CallFunctionNoArgsSource(AttrSource(source, "__getstate__"))
+        return CallFunctionNoArgsSource(AttrSource(state, "__repr__"))
+    return CallFunctionNoArgsSource(AttrSource(source, "__repr__"))
 
 
 def unhook_spec_inputs() -> None:

@@ -65,6 +65,16 @@ def coverage() -> list[tuple[str, str, str]]:
     return rows
 
 
+#: optree calls that change its registry or dict-order mode: left to Dynamo inside a
+#: compiled region, where they may break the graph; graphs compiled before are guarded.
+OPTREE_STATEFUL = frozenset(
+    {"register_pytree_node", "register_pytree_node_class", "unregister_pytree_node"}
+    | {"dict_insertion_ordered"}
+)
+_C_LAYER = "this package: optree's C code, run on the structure's containers while tracing"
+_OWN_CODE = "optree's own code, inlined by Dynamo, over this package's C layer"
+
+
 def _optree_coverage(states: dict[str, str]) -> list[tuple[str, str, str]]:
     try:
         import optree
@@ -73,22 +83,42 @@ def _optree_coverage(states: dict[str, str]) -> list[tuple[str, str, str]]:
     from . import _dynamo_compat, substitutions
 
     polyfilled = _dynamo_compat.torch_polyfills()
-    ours = {key for key, (_, handle) in substitutions.REGISTERED.items() if handle is not None}
+    c_layer = states.get("optree._C.flatten") == "registered"
+    twins = {s.original_name for s in substitutions.OPTREE if s.twin is not None}
+    # Registered over torch's own registration (a polyfill), rather than in place of none.
+    kept = {key for key, (_, handle) in substitutions.REGISTERED.items() if handle is None}
     rows = []
+    for key, state in sorted(states.items()):
+        if not key.startswith("optree.") or key.count(".") < 2:  # optree's internals
+            continue
+        if state == "registered":
+            state = "twin by this package" if key in twins else _C_LAYER
+            if key.startswith("optree.registry."):
+                state = "optree's own code, in place of torch's polyfill"
+        rows.append(("optree", key, state))
     for name in optree.__all__:
         value = getattr(optree, name, None)
         if not callable(value) or inspect.isclass(value):
             continue
-        torch_polyfill = value in polyfilled and f"optree.{name}" not in ours
-        torch_way = "torch's own polyfill" if torch_polyfill else "torch's own tracing"
-        state = states.get(f"optree.{name}")
-        if state == "registered":
-            state = f"fast path by this package for dicts, lists, tuples, None; else {torch_way}"
+        key = f"optree.{name}"
+        state = states.get(key)
+        if state == "registered" and key in twins:
+            state = "twin by this package"
+        elif state == "registered" and key in _dynamo_compat.FAST_PATHS:
+            state = f"fast path by this package for dicts, lists, tuples, None; else {_OWN_CODE}"
+        elif state == "registered" and key in kept:
+            state = f"{_OWN_CODE}, in place of torch's polyfill"
+        elif state == "registered":
+            state = _OWN_CODE
+        elif state is None and name in OPTREE_STATEFUL:
+            state = "changes optree's state: may break the graph; graphs made before are guarded"
         elif state is None and value in polyfilled:
             state = "torch: traced through torch's own polyfill"
+        elif state is None and c_layer:
+            state = _OWN_CODE
         elif state is None:
-            state = "not covered by this package yet: Dynamo may break the graph"
-        rows.append(("optree", f"optree.{name}", state))
+            state = "not covered by this package: Dynamo may break the graph"
+        rows.append(("optree", key, state))
     return rows
 
 

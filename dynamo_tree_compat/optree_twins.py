@@ -28,9 +28,7 @@ def tree_iter(
     """
     import optree
 
-    return iter(
-        optree.tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
-    )
+    return iter(optree.tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace))
 
 
 def broadcast_common_with_treespec(

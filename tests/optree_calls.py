@@ -109,12 +109,10 @@ Call = Callable[[torch.Tensor, torch.Tensor, list[Any]], Any]
 _T = every_kind
 CALLS: dict[str, Call] = {
     "tree_flatten": lambda x, y, s: optree.tree_flatten(_T(x, y), namespace=NS),
-    "tree_flatten_with_path": lambda x, y, s: optree.tree_flatten_with_path(
-        _T(x, y), namespace=NS
-    ),
-    "tree_flatten_with_accessor": lambda x, y, s: optree.tree_flatten_with_accessor(
-        _plain(x, y)
-    )[1:],
+    "tree_flatten_with_path": lambda x, y, s: optree.tree_flatten_with_path(_T(x, y), namespace=NS),
+    "tree_flatten_with_accessor": lambda x, y, s: optree.tree_flatten_with_accessor(_plain(x, y))[
+        1:
+    ],
     "tree_unflatten": lambda x, y, s: optree.tree_unflatten(
         optree.tree_structure(_T(x, y), namespace=NS), [x] * 25
     ),
@@ -138,10 +136,9 @@ CALLS: dict[str, Call] = {
     "tree_map_with_accessor": lambda x, y, s: optree.tree_map_with_accessor(
         lambda a, v: v + 1, _plain(x, y)
     ),
-    "tree_map_with_accessor_": lambda x, y, s: optree.tree_map_with_accessor_(
-        lambda a, v: s.append(1), _plain(x, y)
-    )
-    and None,
+    "tree_map_with_accessor_": lambda x, y, s: (
+        optree.tree_map_with_accessor_(lambda a, v: s.append(1), _plain(x, y)) and None
+    ),
     "tree_replace_nones": lambda x, y, s: optree.tree_replace_nones(x, _T(x, y), namespace=NS),
     "tree_partition": lambda x, y, s: optree.tree_partition(
         lambda v: v is x, _plain(x, y), none_is_leaf=True
@@ -219,9 +216,7 @@ CALLS: dict[str, Call] = {
     ),
     "treespec_defaultdict": lambda x, y, s: optree.treespec_defaultdict(int, {"b": SPEC}),
     "treespec_deque": lambda x, y, s: optree.treespec_deque([SPEC, TWO], maxlen=3),
-    "treespec_structseq": lambda x, y, s: optree.treespec_structseq(
-        time.struct_time([TWO] * 9)
-    ),
+    "treespec_structseq": lambda x, y, s: optree.treespec_structseq(time.struct_time([TWO] * 9)),
     "treespec_from_collection": lambda x, y, s: optree.treespec_from_collection(
         {"b": SPEC, "a": TWO}
     ),
@@ -238,15 +233,16 @@ CALLS: dict[str, Call] = {
 #: Calls that change optree's global state: inside a compiled region they may break the
 #: graph (the issue allows it); they are checked with fullgraph=False.
 STATEFUL: dict[str, Call] = {
-    "register_pytree_node": lambda x, y, s: optree.register_pytree_node(
-        type("Local", (), {}), lambda o: ((), None), lambda m, c: None, namespace="dtc-local"
-    )
-    and x + 1,
-    "register_pytree_node_class": lambda x, y, s: optree.register_pytree_node_class(
-        namespace="dtc-local"
-    )
-    and x + 1,
-    "unregister_pytree_node": lambda x, y, s: x + 1,
+    "register_pytree_node": lambda x, y, s: (
+        optree.register_pytree_node(
+            type("Local", (), {}), lambda o: ((), None), lambda m, c: None, namespace="dtc-local"
+        )
+        and x + 1
+    ),
+    "register_pytree_node_class": lambda x, y, s: (
+        optree.register_pytree_node_class(namespace="dtc-local") and x + 1
+    ),
+    "unregister_pytree_node": lambda x, y, s: _register_and_unregister(x),
     "dict_insertion_ordered": lambda x, y, s: _with_insertion_order(x, y),
 }
 
@@ -254,3 +250,17 @@ STATEFUL: dict[str, Call] = {
 def _with_insertion_order(x: torch.Tensor, y: torch.Tensor) -> Any:
     with optree.dict_insertion_ordered(True, namespace=NS):
         return optree.tree_leaves({"b": x, "a": y}, namespace=NS)
+
+
+#: Calls that raise in eager optree here (frozendict needs Python 3.15), and with the
+#: package: the same error.
+RAISES: dict[str, Call] = {
+    "treespec_frozendict": lambda x, y, s: optree.treespec_frozendict({"a": SPEC}),
+}
+
+
+def _register_and_unregister(x: torch.Tensor) -> Any:
+    local = type("Local", (), {})
+    optree.register_pytree_node(local, lambda o: ((), None), lambda m, c: local(), namespace="dl")
+    optree.unregister_pytree_node(local, namespace="dl")
+    return x + 1

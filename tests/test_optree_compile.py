@@ -1,0 +1,263 @@
+"""Every public optree function, compiled with fullgraph=True, against eager optree.
+
+Results are compared all the way down: container types, key order, leaves, tree specs
+(equal, and with equal ``repr``) and the order in which optree calls the user's function.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+import dynamo_tree_compat
+from dynamo_tree_compat import _dynamo_compat, substitutions
+from tests.fast_path_helpers import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.structures import COMPILED_EXAMPLES, assert_identical, outcome
+
+optree = pytest.importorskip("optree")
+from tests.optree_calls import CALLS, NS, RAISES, STATEFUL, Pair, Point  # noqa: E402
+from tests.optree_trees import build, options, spec_of, trees  # noqa: E402
+
+
+def _functions() -> list[str]:
+    return sorted(
+        name
+        for name in optree.__all__
+        if callable(getattr(optree, name)) and not isinstance(getattr(optree, name), type)
+    )
+
+
+def test_every_public_function_has_a_call() -> None:
+    assert sorted([*CALLS, *STATEFUL, *RAISES]) == _functions()
+
+
+def _both(call: Any, fullgraph: bool = True) -> tuple[Any, Any]:
+    x, y = torch.arange(2.0), torch.ones(2)
+    eager_seen: list[Any] = []
+    compiled_seen: list[Any] = []
+    expected = call(x, y, eager_seen)
+    actual = compiled(call, fullgraph=fullgraph)(x, y, compiled_seen)
+    assert_identical(expected, actual)
+    assert repr(expected) == repr(actual)
+    assert compiled_seen == eager_seen
+    return expected, actual
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_traces_in_one_graph_like_eager(name: str) -> None:
+    _both(CALLS[name])
+
+
+@pytest.mark.parametrize("name", sorted(RAISES))
+def test_calls_that_raise_raise_the_same_error(name: str) -> None:
+    x, y = torch.ones(1), torch.ones(1)
+    expected = outcome(RAISES[name], x, y, [])
+    assert expected[0] == "raised"
+    assert outcome(compiled(RAISES[name], fullgraph=False), x, y, []) == expected
+
+
+@pytest.mark.parametrize("name", sorted(STATEFUL))
+def test_calls_that_change_optree_state_run_like_eager(name: str) -> None:
+    _both(STATEFUL[name], fullgraph=False)
+
+
+def test_specs_leave_the_graph_as_real_specs_equal_to_eager() -> None:
+    def body(x: torch.Tensor) -> Any:
+        return optree.tree_flatten({"b": x, "a": collections.OrderedDict(z=x, c=[x, None])})
+
+    expected, actual = _both(lambda x, y, seen: body(x))
+    assert type(actual[1]) is optree.PyTreeSpec
+    assert actual[1].unflatten([1, 2, 3]) == expected[1].unflatten([1, 2, 3])
+
+
+def test_a_spec_crosses_a_graph_break_and_eager_optree_reads_it() -> None:
+    def body(x: torch.Tensor) -> Any:
+        leaves, spec = optree.tree_flatten({"b": x, "a": [x + 1, None]})
+        torch._dynamo.graph_break()
+        return optree.tree_unflatten(spec, [leaf * 2 for leaf in leaves]), repr(spec)
+
+    x = torch.ones(2)
+    assert_identical(body(x), compiled(body, fullgraph=False)(x))
+
+
+def test_spec_equality_hash_and_order_are_eager_ones() -> None:
+    def body(x: torch.Tensor) -> Any:
+        one = optree.tree_structure({"b": x, "a": x})
+        two = optree.tree_structure({"a": x, "b": x})
+        small = optree.tree_structure([x])
+        return one == two, hash(one) == hash(two), small < one, small <= one, one != small
+
+    _both(lambda x, y, seen: body(x))
+
+
+def test_eager_specs_are_read_inside_and_guarded_by_value() -> None:
+    def body(spec: Any, x: torch.Tensor) -> Any:
+        return optree.tree_unflatten(spec, [x] * spec.num_leaves), spec.paths()
+
+    step = compiled(body)
+    x = torch.ones(1)
+    first = optree.tree_structure({"a": 0, "b": (0, 0)})
+    assert_identical(body(first, x), step(first, x))
+    equal = optree.tree_structure({"a": 3, "b": (1, 2)})  # another object, an equal spec
+    assert_identical(body(equal, x), step(equal, x))
+    assert len(_debug_get_cache_entry_list(body)) == 1
+    # Equal to the first, with an equal repr, but it unflattens its keys as [b, a].
+    reordered = optree.tree_structure({"b": (1, 2), "a": 3})
+    assert reordered == first and repr(reordered) == repr(first)
+    assert_identical(body(reordered, x), step(reordered, x))
+    other = optree.tree_structure([0, Point(0, 0)])
+    assert_identical(body(other, x), step(other, x))
+    assert len(_debug_get_cache_entry_list(body)) == 3
+
+
+def test_dict_order_mode_is_guarded() -> None:
+    def body(x: torch.Tensor) -> Any:
+        return optree.tree_flatten(
+            collections.defaultdict(int, {"b": x, "a": x + 1}), namespace="o"
+        )
+
+    step = compiled(body)
+    x = torch.zeros(1)
+    assert_identical(body(x), step(x))
+    with optree.dict_insertion_ordered(True, namespace="o"):
+        assert_identical(body(x), step(x))
+    assert_identical(body(x), step(x))
+
+
+def test_registering_a_class_later_recompiles() -> None:
+    class Later:
+        def __init__(self, value: Any) -> None:
+            self.value = value
+
+    def body(x: torch.Tensor) -> Any:
+        return len(optree.tree_leaves([Later([x, x]), x], namespace="later"))
+
+    step = compiled(body)
+    x = torch.ones(1)
+    assert step(x) == body(x) == 2
+    optree.register_pytree_node(
+        Later, lambda o: ((o.value,), None), lambda _, c: Later(*c), namespace="later"
+    )
+    try:
+        assert step(x) == body(x) == 3
+    finally:
+        optree.unregister_pytree_node(Later, namespace="later")
+    assert step(x) == body(x) == 2
+
+
+def test_a_deque_input_keeps_its_maxlen_and_custom_nodes_their_paths() -> None:
+    def body(tree: Any) -> Any:
+        return optree.tree_map_with_path(lambda p, v: (p, v), tree, namespace=NS)
+
+    tree = {"q": collections.deque([torch.ones(1)], maxlen=3), "p": Pair(torch.ones(1), None)}
+    assert_identical(body(tree), compiled(body)(tree))
+
+
+def test_a_deque_inputs_maxlen_is_guarded() -> None:
+    step = compiled(optree.tree_structure)
+    for maxlen in (None, 0, 2, None):
+        tree = collections.deque(maxlen=maxlen)
+        assert_identical(optree.tree_structure(tree), step(tree))
+
+
+def test_is_leaf_callbacks_and_none_is_leaf() -> None:
+    def body(x: torch.Tensor, seen: list[Any]) -> Any:
+        def is_leaf(node: Any) -> bool:
+            seen.append(type(node).__name__)
+            return isinstance(node, tuple)
+
+        tree = {"b": (x, x), "a": [None, (x,)], "c": Point(x, None)}
+        return (
+            optree.tree_flatten(tree, is_leaf=is_leaf),
+            optree.tree_flatten(tree, none_is_leaf=True),
+            optree.tree_structure(tree, is_leaf=is_leaf, none_is_leaf=True),
+        )
+
+    _both(lambda x, y, seen: body(x, seen))
+
+
+def test_optree_errors_become_a_graph_break_then_optrees_own_error() -> None:
+    def body(x: torch.Tensor) -> Any:
+        return optree.tree_unflatten(optree.tree_structure({"a": x}), [x, x])
+
+    with pytest.raises(ValueError, match="Too many leaves"):
+        body(torch.ones(1))
+    with pytest.raises(ValueError, match="Too many leaves"):
+        compiled(body, fullgraph=False)(torch.ones(1))
+    assert stats("break:") == {"PyTreeSpec.unflatten"}
+
+
+def test_disabled_mode_leaves_optree_to_torch() -> None:
+    def body(x: torch.Tensor) -> Any:
+        return optree.tree_flatten({"b": x, "a": x})
+
+    x = torch.ones(1)
+    with dynamo_tree_compat.disabled():
+        spec = compiled(body)(x)[1]
+    assert type(spec) is not optree.PyTreeSpec  # torch's polyfill spec
+    assert not stats("taken:")
+    spec = compiled(body)(x)[1]  # the mode is guarded: recompiled, ours again
+    assert type(spec) is optree.PyTreeSpec and stats("taken:") == {"optree._C.flatten"}
+
+
+def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where Dynamo's builder is not as expected, nothing of optree is registered."""
+    substitutions.uninstall()
+    monkeypatch.setattr(_dynamo_compat, "hook_spec_inputs", lambda flag: False)
+    try:
+        outcome = substitutions.install()
+        assert outcome["optree._C.flatten"].startswith("left to torch")
+        x = torch.ones(1)
+        _, spec = compiled(lambda x: optree.tree_flatten([x]))(x)
+        assert type(spec) is not optree.PyTreeSpec
+    finally:
+        monkeypatch.undo()
+        substitutions.uninstall()
+        substitutions.install()
+    assert substitutions.NOT_REGISTERED == {}
+
+
+# --- Generated trees -------------------------------------------------------------------
+# Every drawn tree goes through the main functions in one graph, with drawn options; an
+# eagerly built spec of the same tree comes in as an input. DTC_FUZZ=long draws 2,000.
+
+
+def _main_functions(tree: Any, given_spec: Any, options: dict[str, Any]) -> Any:
+    seen: list[Any] = []
+
+    def record(*args: Any) -> Any:
+        seen.append(len(seen))
+        return args[-1]
+
+    leaves, spec = optree.tree_flatten(tree, **options)
+    return (
+        leaves,
+        spec,
+        optree.tree_flatten_with_path(tree, **options)[0],
+        optree.tree_map(record, tree, **options),
+        optree.tree_map_with_path(record, tree, tree, **options),
+        optree.tree_unflatten(spec, leaves),
+        spec.flatten_up_to(tree),
+        given_spec.unflatten(leaves),
+        spec == given_spec,
+        spec.entries(),
+        spec.children(),
+        optree.tree_leaves(tree, **options) == leaves,
+        seen,
+    )
+
+
+@settings(max_examples=COMPILED_EXAMPLES, deadline=None)
+@given(spec=trees(), drawn=options())
+def test_generated_trees_trace_like_eager(spec: Any, drawn: dict[str, Any]) -> None:
+    given_spec = spec_of(spec, **drawn)
+    expected = _main_functions(build(spec), given_spec, drawn)
+    torch._dynamo.reset()
+    actual = compiled(_main_functions)(build(spec), given_spec, drawn)
+    assert_identical(expected, actual)
+    assert repr(expected) == repr(actual)
