@@ -780,10 +780,24 @@ def _call(tx: Any, function: Any, *args: Any) -> Any:
 
 def _items(tx: Any, variable: Any) -> list[Any]:
     """The items of any iterable variable, as Python's list() would give them."""
+    k = _kinds()
+    if type(variable) in (k.List, k.Tuple):  # read directly: no call to trace
+        return list(variable.items)
     listed = _call(tx, list, variable)
     if type(listed) is not _kinds().List:
         return _unsupported("optree", "an iterable Dynamo cannot list")
     return list(listed.items)
+
+
+def _mapping(tx: Any, variable: Any, what: str) -> dict[Any, Any]:
+    """A dict variable's items: real keys, in insertion order, to value variables."""
+    k = _kinds()
+    if type(variable) is k.Dict:  # read directly: no call to trace
+        items = [(tracker.vt, value) for tracker, value in variable.items.items()]
+        if not any(isinstance(value, k.Deleted) for _, value in items):
+            return {_real(key, what): value for key, value in items}
+    pairs = [_items(tx, pair) for pair in _items(tx, variable.call_method(tx, "items", [], {}))]
+    return {_real(key, what): value for key, value in pairs}
 
 
 def _registry_probe(cls: type, namespace: str) -> Callable[[], int]:
@@ -887,10 +901,7 @@ class _Reader:
         tx = self.tx
         if kind in (Kind.DICT, Kind.ORDEREDDICT, Kind.DEFAULTDICT):
             self.dict_met = True
-            values = {}
-            for pair in _items(tx, variable.call_method(tx, "items", [], {})):
-                key, value = _items(tx, pair)
-                values[_real(key, self.what)] = value
+            values = _mapping(tx, variable, self.what)
             # Children are read in optree's order, as is_leaf and flatten functions see them.
             parts = {key: self.skeleton(values[key], depth + 1) for key in self.order(kind, values)}
             pairs = [(key, parts[key]) for key in values]
@@ -1119,8 +1130,7 @@ def _collection_of_specs(tx: Any, variable: Any, what: str) -> Any:
     import optree
 
     if issubclass(cls, dict):
-        pairs = [_items(tx, pair) for pair in _items(tx, variable.call_method(tx, "items", [], {}))]
-        mapping = {_real(key, what): _real(value, what) for key, value in pairs}
+        mapping = {key: _real(value, what) for key, value in _mapping(tx, variable, what).items()}
         if cls is collections.defaultdict:
             factory = _real(variable.var_getattr(tx, "default_factory"), what)
             return collections.defaultdict(factory, mapping)
@@ -1400,6 +1410,19 @@ CORE_PATHS = frozenset(
     }
 )
 
+def _tree_flatten(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -> Any:
+    import optree
+
+    bound, options = _optree_options(getattr(optree, name), args, kwargs)
+    skeleton, leaves, spec = _flat(k, bound["tree"], options)
+    if name == "tree_structure":
+        return _wrap(tx, spec)
+    flat = [k.List(leaves, mutation_type=k.new()), _wrap(tx, spec)]
+    if name == "tree_flatten_with_path":
+        flat.insert(0, _wrap(tx, optree.tree_paths(skeleton, **options)))
+    return k.Tuple(flat)
+
+
 #: Handlers by original: each returns Dynamo's variable for the result, or raises _Fallback.
 FAST_PATHS: dict[str, Callable[[Any, Any, list[Any], dict[str, Any]], Any]] = {
     "tree.is_nested": _is_nested,
@@ -1411,6 +1434,10 @@ FAST_PATHS: dict[str, Callable[[Any, Any, list[Any], dict[str, Any]], Any]] = {
     "optree.tree_leaves": _tree_leaves,
     "optree.tree_map": lambda k, tx, a, kw: _tree_map(k, tx, a, kw, with_path=False),
     "optree.tree_map_with_path": lambda k, tx, a, kw: _tree_map(k, tx, a, kw, with_path=True),
+    **{
+        f"optree.{name}": functools.partial(_tree_flatten, name=name)
+        for name in ("tree_flatten", "tree_structure", "tree_flatten_with_path")
+    },
     "optree._C.flatten": lambda k, tx, a, kw: _c_flatten(k, tx, a, kw, with_path=False),
     "optree._C.flatten_with_path": lambda k, tx, a, kw: _c_flatten(k, tx, a, kw, with_path=True),
     "optree._C.is_leaf": _c_is_leaf,

@@ -122,3 +122,17 @@ def build(spec: Spec, tensors: bool = True) -> Any:
 def spec_of(spec: Spec, **kwargs: Any) -> Any:
     """optree's own tree spec of the built tree."""
     return optree.tree_structure(build(spec, tensors=False), **kwargs)
+
+
+@st.composite
+def prefix_of(draw: Any, spec: Spec) -> Spec:
+    """``spec`` with some subtrees cut to a leaf: a tree prefix, so broadcasting succeeds."""
+    kind, payload = spec
+    if kind not in NODE_KINDS or draw(st.integers(0, 3)) == 0:
+        return ("tensor", draw(st.integers(-3, 9)))
+    if kind in _KEYED:
+        return (kind, tuple((key, draw(prefix_of(child))) for key, child in payload))
+    if kind == "deque":
+        maxlen, items = payload
+        return (kind, (maxlen, tuple(draw(prefix_of(child)) for child in items)))
+    return (kind, tuple(draw(prefix_of(child)) for child in payload))

@@ -1,4 +1,4 @@
-"""optree's tree_leaves, tree_map and tree_map_with_path: the fast path.
+"""optree's tree_leaves, tree_map, tree_map_with_path and the tree_flatten family: the fast path.
 
 For dicts, lists, tuples and None holding tensors and constants, the fast path gives
 eager optree's answer exactly: it asks optree's own C code, while tracing, for the order
@@ -42,6 +42,9 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "optree.tree_leaves": optree.tree_leaves,
     "optree.tree_map": lambda s: optree.tree_map(lambda a, b: (b, a), s, s),
     "optree.tree_map_with_path": lambda s: optree.tree_map_with_path(_tag, s, none_is_leaf=True),
+    "optree.tree_flatten": optree.tree_flatten,
+    "optree.tree_structure": lambda s: optree.tree_structure(s, none_is_leaf=True),
+    "optree.tree_flatten_with_path": optree.tree_flatten_with_path,
 }
 
 
@@ -49,7 +52,7 @@ def mixed(x: torch.Tensor) -> dict[Any, Any]:
     return {"b": [x, None, (x + 1, "s")], "a": x * 2, "c": {}, "d": (), 3.5: {"z": 1, "y": x}}
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", sorted(CALLS))
 def test_taken_and_exact_for_plain_structures(name: str) -> None:
     def body(x: torch.Tensor) -> Any:
         return CALLS[name]({"k": mixed(x), "j": [mixed(x)]}), CALLS[name](x), CALLS[name](None)

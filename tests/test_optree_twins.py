@@ -1,0 +1,58 @@
+"""The few optree twins, eagerly, against optree itself, on generated trees.
+
+Most of optree needs no twin: Dynamo follows optree's own code, and this package traces
+optree's C functions by running them while tracing. The twins below stand in where
+optree's code makes something Dynamo cannot (a C iterator, a bare ``object()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dynamo_tree_compat import optree_twins
+from tests.structures import assert_identical, outcome
+
+optree = pytest.importorskip("optree")
+from tests.optree_trees import build, options, prefix_of, trees  # noqa: E402
+
+
+def _same(expected: tuple[str, Any, Any], actual: tuple[str, Any, Any]) -> None:
+    assert expected[0] == actual[0], (expected, actual)
+    if expected[0] == "raised":
+        assert expected[1:] == actual[1:]
+    else:
+        assert_identical(expected[1], actual[1])
+        assert repr(expected[1]) == repr(actual[1])
+
+
+@given(spec=trees(), drawn=options())
+def test_tree_iter(spec: Any, drawn: dict[str, Any]) -> None:
+    tree = build(spec, tensors=False)
+    _same(
+        outcome(lambda: list(optree.tree_iter(tree, **drawn))),
+        outcome(lambda: list(optree_twins.tree_iter(tree, **drawn))),
+    )
+
+
+@st.composite
+def _broadcastable(draw: Any) -> list[Any]:
+    spec = draw(trees())
+    others = draw(st.lists(st.one_of(prefix_of(spec), trees()), min_size=0, max_size=2))
+    return [spec, *others]
+
+
+@given(specs=_broadcastable(), drawn=options())
+def test_broadcast_common_with_treespec(specs: list[Any], drawn: dict[str, Any]) -> None:
+    private = optree.ops._tree_broadcast_common_with_treespec
+    _same(
+        outcome(lambda: private(*[build(s, tensors=False) for s in specs], **drawn)),
+        outcome(
+            lambda: optree_twins.broadcast_common_with_treespec(
+                *[build(s, tensors=False) for s in specs], **drawn
+            )
+        ),
+    )
