@@ -55,7 +55,8 @@ fuzz-long: $(STAMP)
 	@echo "fuzz-long: --hypothesis-seed=$(SEED)"
 	DTC_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider --hypothesis-seed=$(SEED) \
 		--hypothesis-show-statistics tests/test_dmtree_parity.py \
-		tests/test_dmtree_compile.py tests/test_optree_fast_path.py
+		tests/test_dmtree_compile.py tests/test_optree_fast_path.py \
+		tests/test_optree_compile.py tests/test_optree_twins.py
 
 benchmark: $(STAMP)
 	$(BIN)/python -m pip install --quiet matplotlib

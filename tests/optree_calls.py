@@ -113,8 +113,9 @@ CALLS: dict[str, Call] = {
     "tree_flatten_with_accessor": lambda x, y, s: optree.tree_flatten_with_accessor(_plain(x, y))[
         1:
     ],
-    "tree_unflatten": lambda x, y, s: optree.tree_unflatten(
-        optree.tree_structure(_T(x, y), namespace=NS), [x] * 25
+    "tree_unflatten": lambda x, y, s: (
+        optree.tree_unflatten(optree.tree_structure(_T(x, y), namespace=NS), [x] * 25),
+        optree.tree_unflatten(optree.tree_structure({"a": x}), [1]),
     ),
     "tree_iter": lambda x, y, s: list(optree.tree_iter(_T(x, y), namespace=NS)),
     "tree_leaves": lambda x, y, s: optree.tree_leaves(_T(x, y), none_is_leaf=True, namespace=NS),
