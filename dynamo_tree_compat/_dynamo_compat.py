@@ -1410,6 +1410,7 @@ CORE_PATHS = frozenset(
     }
 )
 
+
 def _tree_flatten(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -> Any:
     import optree
 

@@ -51,7 +51,7 @@ def test_doctor_counts_graphs_and_breaks_of_the_built_in_model() -> None:
     states = {row["function"]: row["state"] for row in report["coverage"]}
     assert states["tree.map_structure"] == "twin: traced by this package"
     assert states["optree.tree_leaves"].startswith("fast path by this package")
-    assert states["optree.tree_flatten"].startswith("optree's own code")
+    assert states["optree.tree_unflatten"].startswith("optree's own code")
     assert states["optree._C.flatten"].startswith("this package: optree's C code")
     assert report["verdict"].startswith("OK")
     assert "compiling the built-in model with the package enabled" in completed.stderr
@@ -159,7 +159,7 @@ def test_torch_without_optree_polyfills_still_traces_optree() -> None:
         dynamo_tree_compat.install()  # DYNAMO_TREE_COMPAT=0: nothing registered before
         states = {name: state for library, name, state in cli.coverage() if library == "optree"}
         print(states["optree.tree_leaves"])
-        print(states["optree.tree_flatten"])
+        print(states["optree.tree_unflatten"])
         x = torch.ones(2)
         plain = lambda x: (tree.flatten({"b": x, "a": [x]}), optree.tree_leaves({"c": [x]}))
         print(repr(torch.compile(plain, fullgraph=True, backend="eager")(x)) == repr(plain(x)))

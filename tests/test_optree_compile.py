@@ -261,3 +261,59 @@ def test_generated_trees_trace_like_eager(spec: Any, drawn: dict[str, Any]) -> N
     actual = compiled(_main_functions)(build(spec), given_spec, drawn)
     assert_identical(expected, actual)
     assert repr(expected) == repr(actual)
+
+
+# --- Where a call ends in a graph break, then eager optree --------------------------------
+
+
+class Scaled:
+    """A custom node whose metadata is a tensor's value: not known while tracing."""
+
+    FIELDS = ("value", "scale")
+
+    def __init__(self, value: Any, scale: Any) -> None:
+        self.value, self.scale = value, scale
+
+
+optree.register_pytree_node(
+    Scaled,
+    lambda s: ((s.value,), s.scale),
+    lambda scale, children: Scaled(children[0], scale),
+    namespace="scaled",
+)
+
+BREAKS: dict[str, Any] = {
+    "metadata unknown while tracing": lambda x: optree.tree_structure(
+        [Scaled(x, x.sum().item() > 0)], namespace="scaled"
+    ),
+    "is_leaf answer unknown while tracing": lambda x: optree.tree_leaves(
+        [x, [x]], is_leaf=lambda node: bool(torch.is_tensor(node) and node.sum() > 0)
+    ),
+}
+
+
+def _deep(x: torch.Tensor, depth: int) -> Any:
+    tree: Any = x
+    for _ in range(depth):
+        tree = (tree,)
+    return tree
+
+
+@pytest.mark.parametrize("case", sorted(BREAKS))
+def test_what_is_not_known_while_tracing_breaks_the_graph_then_runs_eagerly(case: str) -> None:
+    body = BREAKS[case]
+    x = torch.ones(2)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        compiled(body)(x)
+    torch._dynamo.reset()
+    assert_identical(body(x), compiled(body, fullgraph=False)(x))
+
+
+def test_deeper_than_the_limit_is_a_graph_break_naming_it() -> None:
+    """Past OPTREE_MAX_DEPTH the call breaks the graph. (Resuming after the break is then
+    Dynamo's own business, and its code recurses too deep on such a structure.)"""
+    deep = _deep(torch.zeros(1), _dynamo_compat.OPTREE_MAX_DEPTH + 5)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="deeper than"):
+        compiled(lambda tree: optree.tree_leaves(tree))(deep)
+    shallow = _deep(torch.zeros(1), _dynamo_compat.OPTREE_MAX_DEPTH - 50)
+    assert_identical(optree.tree_leaves(shallow), compiled(optree.tree_leaves)(shallow))
