@@ -36,7 +36,8 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 integration-keras: $(KERAS_STAMP)
 	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py
 
-## The version matrix: one environment without dm-tree and optree, then with dm-tree only.
+## The version matrix: one environment without dm-tree and optree, then with dm-tree only,
+## then with the oldest optree supported, where the optree suites run.
 MATRIX_VENV ?= .venv-matrix
 MATRIX_TEST := $(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/matrix
 matrix:
@@ -47,6 +48,11 @@ matrix:
 	DTC_MATRIX=1 DTC_MISSING=tree,optree $(MATRIX_TEST)
 	$(MATRIX_VENV)/bin/python -m pip install --quiet -c constraints.txt dm-tree
 	DTC_MATRIX=1 DTC_MISSING=optree $(MATRIX_TEST)
+	grep -v '^optree' constraints.txt > $(MATRIX_VENV)/constraints-oldest-optree.txt
+	$(MATRIX_VENV)/bin/python -m pip install --quiet -c $(MATRIX_VENV)/constraints-oldest-optree.txt \
+		optree==0.13.0 attrs wrapt numpy
+	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_optree_compile.py \
+		tests/test_optree_fast_path.py tests/test_optree_twins.py
 
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.

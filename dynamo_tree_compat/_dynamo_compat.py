@@ -718,6 +718,10 @@ class _Slot:
 #: Deeper structures end in a graph break; the call then runs eagerly, in optree's C code.
 OPTREE_MAX_DEPTH = 200
 _BUILTIN_LEAF_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
+#: optree's own node types, which cannot be registered again.
+_BUILTIN_NODE_TYPES = frozenset(
+    {tuple, list, dict, collections.OrderedDict, collections.defaultdict, collections.deque}
+)
 
 
 def _unsupported(what: str, why: str) -> Any:
@@ -800,17 +804,19 @@ def _mapping(tx: Any, variable: Any, what: str) -> dict[Any, Any]:
     return {_real(key, what): value for key, value in pairs}
 
 
-def _registry_probe(cls: type, namespace: str) -> Callable[[], int]:
+def _registry_probe(cls: type, namespace: str) -> Callable[[], tuple[int, int] | None]:
     import optree
 
-    def probe() -> int:
-        return id(optree.register_pytree_node.get(cls, namespace=namespace))
+    def probe() -> tuple[int, int] | None:
+        # The functions, not the entry: optree before 0.14 makes a new entry per lookup.
+        entry = optree.register_pytree_node.get(cls, namespace=namespace)
+        return None if entry is None else (id(entry.flatten_func), id(entry.unflatten_func))
 
     return probe
 
 
 #: Probes of optree's registry, by class and namespace; Dynamo's guards call them.
-_REGISTRY_PROBES: dict[str, Callable[[], int]] = {}
+_REGISTRY_PROBES: dict[str, Callable[[], tuple[int, int] | None]] = {}
 
 
 def _guard_registration(cls: type, namespace: str) -> None:
@@ -829,6 +835,26 @@ def _guard_registration(cls: type, namespace: str) -> None:
     probes = AttrSource(AttrSource(ImportSource(LOG_NAME), "_dynamo_compat"), "_REGISTRY_PROBES")
     source = CallFunctionNoArgsSource(DictGetItemSource(probes, key))
     install_guard(source.make_guard(GuardBuilder.CONSTANT_MATCH))
+
+
+def _entry_kind(entry: Any) -> Any:
+    """The node kind of a registry entry (optree before 0.14 does not say it)."""
+    import optree
+
+    kind = getattr(entry, "kind", None)
+    if kind is not None:
+        return kind
+    Kind = optree.PyTreeKind
+    builtin = {
+        type(None): Kind.NONE,
+        tuple: Kind.TUPLE,
+        list: Kind.LIST,
+        dict: Kind.DICT,
+        collections.OrderedDict: Kind.ORDEREDDICT,
+        collections.defaultdict: Kind.DEFAULTDICT,
+        collections.deque: Kind.DEQUE,
+    }
+    return builtin.get(entry.type, Kind.CUSTOM)
 
 
 class _Reader:
@@ -857,37 +883,47 @@ class _Reader:
         self.leaves.append(variable)
         return slot
 
-    def skeleton(self, variable: Any, depth: int = 0) -> Any:
+    def classify(self, variable: Any) -> tuple[Any, type | None, Any]:
+        """(node kind, class, registry entry); the kind is None for a leaf, as optree says.
+
+        None is a node of kind NONE unless ``none_is_leaf``.
+        """
         import optree
 
         k = _kinds()
-        variable = variable.realize()
         if self.predicate is not None:
             said = _call(self.tx, self.predicate, variable)
             if not said.is_python_constant():
                 return _unsupported(self.what, "is_leaf returned a value unknown while tracing")
             if said.as_python_constant():
-                return self.leaf(variable)
+                return None, None, None
         try:
             cls = variable.python_type()
         except NotImplementedError:
-            return self.leaf(variable)
+            return None, None, None
         if cls is type(None):
-            return self.leaf(variable) if self.none_is_leaf else None
+            return (None if self.none_is_leaf else optree.PyTreeKind.NONE), cls, None
         if cls in _BUILTIN_LEAF_TYPES or issubclass(cls, k.tensor_types):
-            return self.leaf(variable)
+            return None, cls, None
         entry = optree.register_pytree_node.get(cls, namespace=self.namespace)
-        kind = None if entry is None else entry.kind
+        kind = None if entry is None else _entry_kind(entry)
         if entry is None:
             if optree.is_namedtuple_class(cls):
                 kind = optree.PyTreeKind.NAMEDTUPLE
             elif optree.is_structseq_class(cls):
                 kind = optree.PyTreeKind.STRUCTSEQUENCE
-        if cls.__module__ != "builtins" and cls not in self.guarded:
+        if cls not in _BUILTIN_NODE_TYPES and cls not in self.guarded:
             self.guarded.add(cls)
             _guard_registration(cls, self.namespace)
+        return kind, cls, entry
+
+    def skeleton(self, variable: Any, depth: int = 0) -> Any:
+        variable = variable.realize()
+        kind, cls, entry = self.classify(variable)
         if kind is None:
             return self.leaf(variable)
+        if cls is type(None):
+            return None
         if depth >= OPTREE_MAX_DEPTH:
             return _unsupported(self.what, f"the structure is deeper than {OPTREE_MAX_DEPTH}")
         node = self.node(variable, cls, kind, entry, depth)
@@ -1094,7 +1130,17 @@ def _c_flatten(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any], with_pa
 def _c_is_leaf(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     tree, predicate, none_is_leaf, namespace = _c_options(args, kwargs, "optree._C.is_leaf")
     reader = _Reader(tx, predicate, none_is_leaf, namespace, "optree._C.is_leaf")
-    return k.Constant.create(type(reader.skeleton(tree, OPTREE_MAX_DEPTH - 1)) is _Slot)
+    return k.Constant.create(reader.classify(tree.realize())[0] is None)
+
+
+def _c_all_leaves(k: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """optree._C.all_leaves (optree before 0.14): whether every item is a leaf."""
+    what = "optree._C.all_leaves"
+    if not args:
+        return _unsupported(what, "no iterable")
+    items = _items(tx, args[0])
+    answers = [_c_is_leaf(k, tx, [item, *args[1:]], kwargs).value for item in items]
+    return k.Constant.create(all(answers))
 
 
 def _c_constant_fold(name: str) -> Callable[..., Any]:
@@ -1215,6 +1261,8 @@ def _spec_variable_class() -> type | None:
 
         def len_impl(self, tx: Any) -> Any:
             return _wrap(tx, len(self.value))
+
+        sq_length = mp_length = len_impl
 
         def str_impl(self, tx: Any) -> Any:
             return _wrap(tx, str(self.value))
@@ -1403,6 +1451,7 @@ CORE_PATHS = frozenset(
         "optree._C.flatten",
         "optree._C.flatten_with_path",
         "optree._C.is_leaf",
+        "optree._C.all_leaves",
         "optree._C.make_leaf",
         "optree._C.make_none",
         "optree._C.make_from_collection",
@@ -1442,6 +1491,7 @@ FAST_PATHS: dict[str, Callable[[Any, Any, list[Any], dict[str, Any]], Any]] = {
     "optree._C.flatten": lambda k, tx, a, kw: _c_flatten(k, tx, a, kw, with_path=False),
     "optree._C.flatten_with_path": lambda k, tx, a, kw: _c_flatten(k, tx, a, kw, with_path=True),
     "optree._C.is_leaf": _c_is_leaf,
+    "optree._C.all_leaves": _c_all_leaves,
     **{
         f"optree._C.{name}": _c_constant_fold(name)
         for name in ("make_leaf", "make_none", "make_from_collection", "is_dict_insertion_ordered")

@@ -97,6 +97,7 @@ OPTREE: tuple[Substitution, ...] = (
             "flatten",
             "flatten_with_path",
             "is_leaf",
+            "all_leaves",  # optree before 0.14
             "make_leaf",
             "make_none",
             "make_from_collection",
@@ -209,8 +210,8 @@ def install(wait: bool = True) -> dict[str, str]:
             module = sys.modules.get(module_name)
             for substitution in substitutions:
                 key = substitution.original_name
-                if key in REGISTERED:
-                    continue
+                if key in REGISTERED or NOT_REGISTERED.get(key, "").startswith("this "):
+                    continue  # registered, or this version of the library lacks it
                 if module is None and not unsupported:
                     continue  # status() says whether it is pending or not installed
                 if unsupported:

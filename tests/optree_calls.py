@@ -265,3 +265,56 @@ def _register_and_unregister(x: torch.Tensor) -> Any:
     optree.register_pytree_node(local, lambda o: ((), None), lambda m, c: local(), namespace="dl")
     optree.unregister_pytree_node(local, namespace="dl")
     return x + 1
+
+
+def _leaf(v: Any) -> Any:
+    return v * 3 if isinstance(v, torch.Tensor) else v
+
+
+#: Every PyTreeSpec method and attribute, and the accessors a spec gives.
+METHODS: dict[str, Call] = {
+    "attributes": lambda x, y, s: [
+        (t.num_leaves, t.num_nodes, t.num_children, t.kind, t.type, t.namespace, t.none_is_leaf)
+        for t in (SPEC, TWO, optree.tree_structure(every_kind(x, y), namespace=NS))
+    ],
+    "structure": lambda x, y, s: (
+        SPEC.paths(),
+        SPEC.entries(),
+        SPEC.entry(0),
+        SPEC.children(),
+        SPEC.child(1),
+        SPEC.one_level(),
+        SPEC.is_leaf(),
+        SPEC.is_leaf(strict=False),
+        SPEC.is_one_level(),
+        len(SPEC),
+        str(SPEC),
+        repr(SPEC),
+    ),
+    "relations": lambda x, y, s: (
+        TWO.is_prefix(SPEC),
+        SPEC.is_suffix(TWO),
+        TWO.compose(SPEC),
+        TWO.broadcast_to_common_suffix(optree.tree_structure([(0, 0), 0])),
+        SPEC == TWO,
+        SPEC != TWO,
+        TWO < TWO.compose(TWO),
+        TWO <= TWO,
+        hash(SPEC) == hash(optree.tree_structure({"b": [0, None], "a": (0, {"c": 0})})),
+    ),
+    "unflatten": lambda x, y, s: (SPEC.unflatten([x, y, x]), SPEC.flatten_up_to(_plain(x, y))),
+    "walk": lambda x, y, s: (
+        SPEC.walk([x, y, x], lambda t, d, c: (t, d, c), _leaf),
+        SPEC.walk([x, y, x], None, _leaf),
+    ),
+    "traverse": lambda x, y, s: (
+        SPEC.traverse([x, y, x], lambda n: (type(n).__name__, n), _leaf),
+        SPEC.traverse([x, y, x]),
+    ),
+    "transform": lambda x, y, s: SPEC.transform(
+        lambda n: n, lambda leaf: optree.treespec_list([leaf, leaf])
+    ),
+    "accessors": lambda x, y, s: [
+        (a(_plain(x, y)), a.path, repr(a), a.codify("t")) for a in SPEC.accessors()
+    ],
+}

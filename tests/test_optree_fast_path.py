@@ -155,9 +155,10 @@ def test_mends_torchs_mistakes_for_plain_structures(case: str) -> None:
     body = TORCH_MISTAKES[case]
     x = torch.ones(2)
     assert_identical(body(x), compiled(body)(x))
-    torch._dynamo.reset()
-    with dynamo_tree_compat.disabled():  # torch's own way: a graph break or another answer
-        assert outcome(compiled(body), x) != ("returned", body(x), None)
+    if optree.__version__.startswith("0.20"):  # what torch 2.13 makes of optree 0.20
+        torch._dynamo.reset()
+        with dynamo_tree_compat.disabled():  # torch's own way: a graph break or another answer
+            assert outcome(compiled(body), x) != ("returned", body(x), None)
 
 
 @settings(max_examples=COMPILED_EXAMPLES)
