@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import operator
 import re
 import sys
 import threading
@@ -982,8 +983,6 @@ class _Reader:
         return optree.utils.total_order_sorted(list(keys))
 
     def custom(self, variable: Any, entry: Any, depth: int) -> Any:
-        import operator
-
         tx = self.tx
         flatten = entry.flatten_func
         if isinstance(flatten, operator.methodcaller):  # register_pytree_node_class
@@ -1282,6 +1281,37 @@ def _spec_variable_class() -> type | None:
     return TreeSpecVariable
 
 
+@_cache_success
+def _method_caller_class() -> type | None:
+    """Dynamo's variable for an ``operator.methodcaller``, which Dynamo cannot call."""
+    try:
+        from torch._dynamo.variables.base import VariableTracker
+    except ImportError:
+        return None
+
+    class MethodCallerVariable(VariableTracker):  # type: ignore[misc, valid-type]
+        """``methodcaller(name, *args)(obj)``, traced as ``obj.name(*args)``."""
+
+        _nonvar_fields = {"value", *VariableTracker._nonvar_fields}  # noqa: RUF012
+
+        def __init__(self, value: Any, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.value = value
+
+        def python_type(self) -> type:
+            return operator.methodcaller
+
+        def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
+            reduced = self.value.__reduce__()
+            if reduced[0] is not operator.methodcaller or len(args) != 1 or kwargs:
+                return _unsupported("operator.methodcaller", "keyword arguments")
+            name, *extra = reduced[1]
+            method = args[0].var_getattr(tx, name)
+            return method.call_function(tx, [_wrap(tx, value) for value in extra], {})
+
+    return MethodCallerVariable
+
+
 def _spec_method(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     what = f"PyTreeSpec.{name}"
     if name in _SPEC_CONSTANT_METHODS:
@@ -1394,6 +1424,7 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
     import optree
 
     spec_class = _spec_variable_class()
+    caller_class = _method_caller_class()
     try:
         from torch._dynamo.guards import GuardBuilder, install_guard
         from torch._dynamo.source import AttrSource, CallFunctionNoArgsSource  # noqa: F401
@@ -1401,12 +1432,19 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
     except ImportError:
         return False
     wrap = getattr(VariableBuilder, "_wrap", None)
-    if spec_class is None or not callable(wrap) or not hasattr(GuardBuilder, "TYPE_MATCH"):
+    if spec_class is None or caller_class is None or not callable(wrap):
+        return False
+    if not hasattr(GuardBuilder, "TYPE_MATCH") or not hasattr(GuardBuilder, "ID_MATCH"):
         return False
     if _SPEC_HOOK:
         return True
 
     def _wrap_with_specs(builder: Any, value: Any) -> Any:
+        if type(value) is operator.methodcaller and _flag_is_on(flag_path):
+            # optree's flatten function for @register_pytree_node_class classes.
+            install_guard(builder.source.make_guard(GuardBuilder.ID_MATCH))
+            _type_guard_flag(flag_path)
+            return caller_class(value, source=builder.source)
         if type(value) is optree.PyTreeSpec and _flag_is_on(flag_path):
             source = builder.source
             install_guard(source.make_guard(GuardBuilder.TYPE_MATCH))

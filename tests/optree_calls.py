@@ -185,7 +185,7 @@ CALLS: dict[str, Call] = {
     "tree_any": lambda x, y, s: (optree.tree_any([0, None, (0,)]), optree.tree_any([0, [1]])),
     "tree_flatten_one_level": lambda x, y, s: [
         optree.tree_flatten_one_level(v, namespace=NS)[:3]
-        for v in (_plain(x, y), Pair(x, y), Point(x, y))
+        for v in (_plain(x, y), Pair(x, y), Point(x, y), Box([x], "b"), Cfg(x, y))
     ],
     "prefix_errors": lambda x, y, s: len(optree.prefix_errors([x, y], [[x], (y, x)])),
     "treespec_paths": lambda x, y, s: optree.treespec_paths(SPEC),

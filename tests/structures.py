@@ -266,7 +266,9 @@ def assert_identical(expected: Any, actual: Any, where: str = "root") -> None:
             actual.items() if isinstance(actual, abc.Mapping) else actual,
             where,
         )
-    elif dataclasses.is_dataclass(expected) or hasattr(type(expected), "FIELDS"):
+    elif (dataclasses.is_dataclass(expected) and not isinstance(expected, type)) or hasattr(
+        type(expected), "FIELDS"
+    ):
         names = getattr(type(expected), "FIELDS", None) or [
             field.name for field in dataclasses.fields(expected)
         ]

@@ -277,7 +277,7 @@ def _main_functions(tree: Any, given_spec: Any, options: dict[str, Any]) -> Any:
         [repr(accessor) for accessor in optree.tree_accessors(tree, **options)],
         optree.tree_is_leaf(tree, **options),
         optree.all_leaves(leaves, **options),
-        optree.tree_replace_nones(0, tree, **options),
+        optree.tree_replace_nones(0, tree, namespace=options["namespace"]),
         optree.tree_map_(record, tree, **options) is tree,
         optree.prefix_errors(tree, tree, **options),
         optree.tree_broadcast_common(tree, tree, **options)[0],
