@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["broadcast_common_with_treespec", "tree_iter"]
+__all__ = ["broadcast_common_with_treespec", "tree_broadcast_common", "tree_iter"]
 
 
 def tree_iter(
@@ -31,6 +31,36 @@ def tree_iter(
     return iter(optree.tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace))
 
 
+class _Placeholder:
+    """Marks where a broadcast subtree goes: a leaf to optree, made once, not per call."""
+
+    def __repr__(self) -> str:
+        return "<placeholder>"
+
+
+_PLACEHOLDER = _Placeholder()
+
+
+def _broadcast(
+    trees: tuple[Any, ...], is_leaf: Any, options: dict[str, Any], subtree_is_leaf: Any
+) -> tuple[tuple[Any, ...], Any]:
+    import optree
+
+    flattened = [optree.tree_flatten(t, is_leaf, **options) for t in trees]
+    common = flattened[0][1]
+    for _, spec in flattened[1:]:
+        common = common.broadcast_to_common_suffix(spec)
+    marked = common.unflatten([_PLACEHOLDER] * common.num_leaves)
+    broadcasted = []
+    for leaves, spec in flattened:
+        expanded = []
+        for leaf, subtree in zip(leaves, spec.flatten_up_to(marked)):
+            shape = optree.tree_structure(subtree, subtree_is_leaf, **options)
+            expanded.append(shape.unflatten([leaf] * shape.num_leaves))
+        broadcasted.append(spec.unflatten(expanded))
+    return tuple(broadcasted), common
+
+
 def broadcast_common_with_treespec(
     tree: Any,
     /,
@@ -42,7 +72,8 @@ def broadcast_common_with_treespec(
     """Each tree broadcast to the common suffix structure of all; and that structure.
 
     Stands in for optree's private helper of ``tree_broadcast_common`` and the
-    ``tree_broadcast_map`` family, whose placeholder ``object()`` Dynamo cannot make.
+    ``tree_broadcast_map`` family (optree 0.20), whose placeholder ``object()`` Dynamo
+    cannot make.
 
     >>> trees, spec = broadcast_common_with_treespec([1, 2], [(3, 4), 5])
     >>> trees
@@ -51,18 +82,37 @@ def broadcast_common_with_treespec(
     import optree
 
     options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
-    flattened = [optree.tree_flatten(t, is_leaf, **options) for t in (tree, *rests)]
-    common = flattened[0][1]
     if not rests:
-        return (tree,), common
-    for _, spec in flattened[1:]:
-        common = common.broadcast_to_common_suffix(spec)
-    numbered = common.unflatten(range(common.num_leaves))  # numbers: leaves of any kind
-    broadcasted = []
-    for leaves, spec in flattened:
-        expanded = []
-        for leaf, subtree in zip(leaves, spec.flatten_up_to(numbered)):
-            shape = optree.tree_structure(subtree, **options)
-            expanded.append(shape.unflatten([leaf] * shape.num_leaves))
-        broadcasted.append(spec.unflatten(expanded))
-    return tuple(broadcasted), common
+        return (tree,), optree.tree_structure(tree, is_leaf, **options)
+    return _broadcast((tree, *rests), is_leaf, options, None)
+
+
+def tree_broadcast_common(
+    tree: Any,
+    other_tree: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> tuple[Any, Any]:
+    """Both trees broadcast to their common suffix structure (optree before 0.20).
+
+    Those versions make the placeholder ``object()`` in this function itself, and the
+    rest of the broadcast family calls it; they also hand ``is_leaf`` on to each subtree.
+
+    >>> tree_broadcast_common([1, 2], [(3, 4), 5])
+    ([(1, 1), 2], [(3, 4), 5])
+    """
+    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
+    broadcasted, _ = _broadcast((tree, other_tree), is_leaf, options, is_leaf)
+    return broadcasted[0], broadcasted[1]
+
+
+def _without_broadcast_helper() -> bool:
+    import optree.ops
+
+    return not hasattr(optree.ops, "_tree_broadcast_common_with_treespec")
+
+
+#: Registered only where needed: this optree has no private helper to stand in for.
+tree_broadcast_common.dtc_needed = _without_broadcast_helper  # type: ignore[attr-defined]

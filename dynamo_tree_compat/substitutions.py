@@ -50,8 +50,13 @@ class Substitution:
         return f"{self.module}.{self.name}"
 
     def original(self) -> Callable[..., Any] | None:
-        """The original function, if its module is imported and has it."""
+        """The original function, if its module is imported and has it, and the twin is
+        needed there (a twin may say, as ``dtc_needed``, that only older versions need it).
+        """
         module = sys.modules.get(self.module)
+        needed = getattr(self.twin, "dtc_needed", None)
+        if module is not None and needed is not None and not needed():
+            return None
         return getattr(module, self.name, None)
 
 
@@ -132,6 +137,7 @@ OPTREE: tuple[Substitution, ...] = (
         "_tree_broadcast_common_with_treespec",
         optree_twins.broadcast_common_with_treespec,
     ),
+    Substitution("optree", "optree", "tree_broadcast_common", optree_twins.tree_broadcast_common),
 )
 
 
@@ -220,6 +226,8 @@ def install(wait: bool = True) -> dict[str, str]:
                     reason = f"the module {module_name!r} is not {library}"
                 elif substitution.original() is None:
                     reason = f"this {library} has no {substitution.name}"
+                    if hasattr(sys.modules.get(substitution.module), substitution.name):
+                        reason = f"this {library} needs no twin: {library}'s own code is traced"
                 else:
                     reason = _register(substitution)
                 if reason is None:

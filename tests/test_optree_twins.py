@@ -60,3 +60,22 @@ def test_broadcast_common_with_treespec(specs: list[Any], drawn: dict[str, Any])
             )
         ),
     )
+
+
+@pytest.mark.skipif(
+    hasattr(optree.ops, "_tree_broadcast_common_with_treespec"),
+    reason="this optree (0.20 and later) needs no twin of tree_broadcast_common",
+)
+@given(specs=_broadcastable(), drawn=options())
+def test_tree_broadcast_common_before_0_20(specs: list[Any], drawn: dict[str, Any]) -> None:
+    pair = [*specs, specs[0]][:2]
+    _same(
+        outcome(
+            lambda: optree.tree_broadcast_common(*[build(s, tensors=False) for s in pair], **drawn)
+        ),
+        outcome(
+            lambda: optree_twins.tree_broadcast_common(
+                *[build(s, tensors=False) for s in pair], **drawn
+            )
+        ),
+    )
