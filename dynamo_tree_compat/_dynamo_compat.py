@@ -1552,6 +1552,10 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     )
 
 
+# Lines that lead in to the cause of a graph break, rather than say it.
+_PREAMBLES = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
+
+
 class GraphBreak:
     """One graph break, as Dynamo's ``graph_breaks`` log reports it."""
 
@@ -1579,10 +1583,13 @@ def parse_graph_break(message: str) -> GraphBreak:
             candidates = [line.removeprefix("Graph Break Reason:").strip(), *lines[index + 1 :]]
             for candidate in candidates:
                 text = candidate.strip()
-                if text and not text.startswith("Encountered graph break when attempting"):
+                if text and not text.startswith(_PREAMBLES):
                     reason = text
                     break
             break
+    raised = re.search(r"Developer debug context: raised exception (.+)", message)
+    if reason == "Observed exception" and raised:
+        reason = f"raises {raised.group(1).strip()}"
     user_message = user_message_pattern.search(message)
     if user_message and user_message.group(1).strip() != "None":
         reason = user_message.group(1).strip()

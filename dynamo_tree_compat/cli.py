@@ -156,6 +156,9 @@ def _built_in_model() -> tuple[Callable[..., Any], tuple[Any, ...], list[str]]:
         if optree is not None:
             outputs = optree.tree_map(torch.tanh, outputs)
             total = sum(leaf.sum() for leaf in optree.tree_leaves(outputs))
+            # A scale per output, broadcast over its subtree: torch alone raises inside.
+            scales = {"logits": 2.0, "aux": [hidden.std(-1)]}
+            outputs = optree.tree_broadcast_map(lambda s, t: t * s, scales, outputs)
         else:
             total = outputs["logits"].sum() + outputs["aux"][0].sum()
         if tree is not None:

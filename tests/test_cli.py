@@ -45,7 +45,7 @@ def test_doctor_counts_graphs_and_breaks_of_the_built_in_model() -> None:
     completed = run_cli("doctor", "--backend", "eager", "--steps", "2", "--json")
     report = json.loads(completed.stdout)
     disabled, enabled = report["runs"]
-    assert (disabled["mode"], disabled["graph_breaks"]) == ("disabled", 5)
+    assert (disabled["mode"], disabled["graph_breaks"]) == ("disabled", 6)
     assert disabled["graphs"] > 1
     assert (enabled["graphs"], enabled["graph_breaks"], enabled["matches_eager"]) == (1, 0, True)
     states = {row["function"]: row["state"] for row in report["coverage"]}
@@ -67,6 +67,7 @@ def test_doctor_prints_tables_and_is_the_default_command() -> None:
     assert any(line.split()[:1] == ["optree"] for line in out.splitlines()[:8])  # versions
     assert "package   graphs  graph breaks" in out
     assert "5 x" not in out and "1 x break (disabled): tree.flatten runs untraced" in out
+    assert "break (disabled): raises AttributeError(\"'PyTreeSpec' object has no attribute" in out
     assert out.rstrip().splitlines()[-1].startswith("OK: everything covered traced")
 
 
