@@ -739,13 +739,17 @@ def _unsupported(what: str, why: str) -> Any:
 
 
 def _real(variable: Any, what: str) -> Any:
-    """The Python value behind a variable that must be known while tracing."""
+    """The Python value behind a variable that must be known while tracing.
+
+    Constants, classes and functions only: another object's contents may change from
+    one call to the next (or while tracing) without a guard to see it.
+    """
     variable = variable.realize()
     if variable.is_python_constant():
         return variable.as_python_constant()
     for name in ("fn", "value"):
         value = getattr(variable, name, None)
-        if value is not None and not _is_variable(value):
+        if isinstance(value, type) or inspect.isroutine(value):
             return value
     return _unsupported(what, f"{type(variable).__name__} is not known while tracing")
 

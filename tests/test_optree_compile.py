@@ -228,9 +228,7 @@ def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.Monke
         monkeypatch.undo()
         substitutions.uninstall()
         substitutions.install()
-    assert all(
-        why.startswith("this optree ") for why in substitutions.NOT_REGISTERED.values()
-    )
+    assert all(why.startswith("this optree ") for why in substitutions.NOT_REGISTERED.values())
 
 
 # --- Generated trees -------------------------------------------------------------------
@@ -311,7 +309,28 @@ optree.register_pytree_node(
     namespace="scaled",
 )
 
+
+class Tagged:
+    """A custom node whose metadata is an object, whose contents no guard would watch."""
+
+    FIELDS = ("value", "tag")
+
+    def __init__(self, value: Any, tag: Any) -> None:
+        self.value, self.tag = value, tag
+
+
+optree.register_pytree_node(
+    Tagged,
+    lambda t: ((t.value,), t.tag),
+    lambda tag, children: Tagged(children[0], tag),
+    namespace="scaled",
+)
+TAG = collections.Counter(a=1)  # a mutable object
+
 BREAKS: dict[str, Any] = {
+    "metadata is a mutable object": lambda x: optree.tree_structure(
+        [Tagged(x, TAG)], namespace="scaled"
+    ),
     "metadata unknown while tracing": lambda x: optree.tree_structure(
         [Scaled(x, x.sum().item() > 0)], namespace="scaled"
     ),
