@@ -160,10 +160,11 @@ _PREVIOUS_DISPATCH: dict[int, tuple[Callable[..., Any], Any]] = {}
 def unhook(original: Callable[..., Any]) -> bool:
     """Undoes :func:`guard_on_flag` where the registration itself is torch's."""
     tables = _registration_tables()
-    entry = _PREVIOUS_DISPATCH.pop(id(original), None)
-    _FAST_HANDLERS.pop(id(original), None)
+    entry = _PREVIOUS_DISPATCH.get(id(original))
     if tables is None or entry is None or entry[0] is not original:
-        return False
+        return False  # nothing changed: the registration stays whole, fast path included
+    del _PREVIOUS_DISPATCH[id(original)]
+    _FAST_HANDLERS.pop(id(original), None)
     tables[0][id(original)] = entry[1]
     return True
 

@@ -36,7 +36,7 @@ class Substitution:
     """One original function and the twin Dynamo traces in its place.
 
     For optree, the twin is optional: without one, Dynamo follows optree's own code
-    (see :func:`_register_fast_path_only`).
+    (see :func:`_register_in_front_of_torch`).
     """
 
     library: str
@@ -280,7 +280,7 @@ def _register(substitution: Substitution) -> str | None:
     name = substitution.original_name
     fast_path = name if name in _dynamo_compat.FAST_PATHS else None
     if substitution.library == "optree":
-        return _register_fast_path_only(original, name, substitution.twin)
+        return _register_in_front_of_torch(original, name, substitution.twin)
     try:
         handle = _dynamo_compat.substitute(original, _gate(substitution.twin, name))
     except ValueError as error:  # something else already handles it
@@ -302,37 +302,35 @@ def _untraced(name: str) -> Callable[..., Any]:
     return untraced
 
 
-def _register_fast_path_only(
+def _register_in_front_of_torch(
     original: Any, name: str, twin: Callable[..., Any] | None = None
 ) -> str | None:
-    """Puts our handling in front of torch's own way of tracing ``original``.
+    """Puts this package's handling of an optree function in front of torch's own.
 
-    Dynamo then tries the fast path, if there is one, then optree's own Python code
-    (``our_way``: ``twin`` if given, else a copy of the original), then torch's way;
-    with the mode off, only torch's way.
+    While the mode is on, Dynamo tries the fast path, if there is one, then our way:
+    ``twin`` if given, else optree's own Python code (a copy of the original, which
+    meets this package's C layer). With the mode off, or after a fast path's fallback
+    where there is no way of ours, it goes torch's way: torch's polyfill, or the
+    original traced as plain code (a C function: a graph break, as without the package).
     """
-    if not _dynamo_compat.fast_path_support():
-        return "left to torch: its Dynamo internals are not as this package expects"
-    if name.startswith("optree.") and not _dynamo_compat.hook_spec_inputs(MODE_FLAG):
-        return "left to torch: its Dynamo internals are not as this package expects"
-    handle = copy = ours = None
+    unexpected = "left to torch: its Dynamo internals are not as this package expects"
+    if not _dynamo_compat.fast_path_support() or not _dynamo_compat.hook_spec_inputs(MODE_FLAG):
+        return unexpected
     python_code = isinstance(original, types.FunctionType)
-    if python_code:
-        ours = twin or _clone(original, module=f"{__name__}.own_code")
-    if original in _dynamo_compat.torch_polyfills():
-        pass
-    else:  # traced as plain Python code, or a C function Dynamo skips
-        copy = _clone(original) if python_code else _untraced(name)
+    ours = (twin or _clone(original, module=f"{__name__}.own_code")) if python_code else None
+    handle = torch_way = None
+    if original not in _dynamo_compat.torch_polyfills():  # no registration of torch's
+        stand_in = _clone(original) if python_code else _untraced(name)
         try:
-            handle = _dynamo_compat.substitute(original, copy)
+            handle = _dynamo_compat.substitute(original, stand_in)
         except ValueError as error:
             return f"already handled elsewhere: {error}"
-        copy = copy if python_code else None
+        torch_way = stand_in if python_code else None
     fast_path = name if name in _dynamo_compat.FAST_PATHS else None
-    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, fast_path, copy, ours):
+    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, fast_path, torch_way, ours):
         if handle is not None:
             _dynamo_compat.unsubstitute(original, handle)
-        return "left to torch: its Dynamo internals are not as this package expects"
+        return unexpected
     REGISTERED[name] = (original, handle)
     return None
 
@@ -359,6 +357,8 @@ def uninstall() -> list[str]:
                 UNGUARDED.discard(key)
             else:
                 stuck.append(key)
+        if not any(key.startswith("optree.") for key in REGISTERED):
+            _dynamo_compat.unhook_spec_inputs()  # tree specs coming in: torch's way again
         if unguarded_removed:
             _dynamo_compat.reset_compiled_code()
     return stuck

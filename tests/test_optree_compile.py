@@ -214,6 +214,21 @@ def test_disabled_mode_leaves_optree_to_torch() -> None:
     assert type(spec) is optree.PyTreeSpec and stats("taken:") == {"optree.tree_flatten"}
 
 
+def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> None:
+    spec = optree.tree_structure([0, 0])
+    substitutions.uninstall()
+    try:
+        assert not _dynamo_compat._SPEC_HOOK
+        with pytest.raises(torch._dynamo.exc.Unsupported):  # torch cannot read the C spec
+            compiled(lambda s, x: s.unflatten([x, x]))(spec, torch.ones(1))
+    finally:
+        substitutions.install()
+    assert _dynamo_compat._SPEC_HOOK
+    torch._dynamo.reset()
+    x = torch.ones(1)
+    assert_identical(spec.unflatten([x, x]), compiled(lambda s, x: s.unflatten([x, x]))(spec, x))
+
+
 def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where Dynamo's builder is not as expected, nothing of optree is registered."""
     substitutions.uninstall()

@@ -12,6 +12,7 @@ from dynamo_tree_compat import _dynamo_compat, substitutions
 from tests.fresh import run_fresh
 
 tree = pytest.importorskip("tree")
+optree = pytest.importorskip("optree")
 
 
 @pytest.mark.parametrize("substitution", substitutions.DM_TREE, ids=lambda s: s.original_name)
@@ -138,6 +139,11 @@ def test_uninstall_falls_back_when_dynamo_tables_have_moved(
     monkeypatch.setattr(_dynamo_compat, "_registration_tables", lambda: None)
     assert set(substitutions.uninstall()) == set(substitutions.REGISTERED) != set()
     assert "tree.flatten" in substitutions.REGISTERED  # left in place, still working
+    monkeypatch.undo()
+    torch._dynamo.reset()
+    x = torch.ones(1)
+    spec = torch.compile(optree.tree_structure, backend="eager", fullgraph=True)([x])
+    assert type(spec) is optree.PyTreeSpec  # what stayed registered stayed whole
 
 
 def test_mode_guard_falls_back_when_dynamo_tables_have_moved(
