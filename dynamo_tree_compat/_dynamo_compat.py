@@ -1215,22 +1215,38 @@ _SPEC_TRACED_METHODS = frozenset({"unflatten", "flatten_up_to", "walk", "travers
 
 
 @_cache_success
-def _spec_variable_class() -> type | None:
-    """Dynamo's variable for a real optree.PyTreeSpec: a constant of the graph."""
+def _holding_variable_class() -> type | None:
+    """A Dynamo variable that holds one real Python object, ``value``, or None if moved."""
     try:
         from torch._dynamo.variables.base import VariableTracker
-        from torch._dynamo.variables.misc import GetAttrVariable
     except ImportError:
         return None
 
-    class TreeSpecVariable(VariableTracker):  # type: ignore[misc, valid-type]
-        """A real optree.PyTreeSpec; what depends on the spec alone is run while tracing."""
+    class HoldingVariable(VariableTracker):  # type: ignore[misc, valid-type]
+        """Holds a real object, which Dynamo must not walk as it walks variables."""
 
         _nonvar_fields = {"value", *VariableTracker._nonvar_fields}  # noqa: RUF012 - as Dynamo declares it
 
         def __init__(self, value: Any, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.value = value
+
+    return HoldingVariable
+
+
+@_cache_success
+def _spec_variable_class() -> type | None:
+    """Dynamo's variable for a real optree.PyTreeSpec: a constant of the graph."""
+    base = _holding_variable_class()
+    try:
+        from torch._dynamo.variables.misc import GetAttrVariable
+    except ImportError:
+        return None
+    if base is None:
+        return None
+
+    class TreeSpecVariable(base):  # type: ignore[misc, valid-type]
+        """A real optree.PyTreeSpec; what depends on the spec alone is run while tracing."""
 
         def __repr__(self) -> str:
             return f"TreeSpecVariable({self.value!r})"
@@ -1289,19 +1305,12 @@ def _spec_variable_class() -> type | None:
 @_cache_success
 def _method_caller_class() -> type | None:
     """Dynamo's variable for an ``operator.methodcaller``, which Dynamo cannot call."""
-    try:
-        from torch._dynamo.variables.base import VariableTracker
-    except ImportError:
+    base = _holding_variable_class()
+    if base is None:
         return None
 
-    class MethodCallerVariable(VariableTracker):  # type: ignore[misc, valid-type]
+    class MethodCallerVariable(base):  # type: ignore[misc, valid-type]
         """``methodcaller(name, *args)(obj)``, traced as ``obj.name(*args)``."""
-
-        _nonvar_fields = {"value", *VariableTracker._nonvar_fields}  # noqa: RUF012
-
-        def __init__(self, value: Any, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self.value = value
 
         def python_type(self) -> type:
             return operator.methodcaller
