@@ -119,8 +119,8 @@ def guard_on_flag(
     id_dispatch = tables[0]
     dispatch = id_dispatch.get(id(original))
     try:
-        from torch._dynamo.guards import GuardBuilder, install_guard
-        from torch._dynamo.source import AttrSource, ImportSource
+        from torch._dynamo.guards import GuardBuilder
+        from torch._dynamo.source import AttrSource, ImportSource  # noqa: F401 - present? _guard_flag uses them
     except ImportError:
         return False
     if dispatch is None or not hasattr(GuardBuilder, "CONSTANT_MATCH"):
@@ -139,10 +139,7 @@ def guard_on_flag(
             getattr(value, "__module__", "?"),
             getattr(value, "__qualname__", value),
         )
-        source: Any = ImportSource(flag_path[0])
-        for name in flag_path[1:]:
-            source = AttrSource(source, name)
-        install_guard(source.make_guard(GuardBuilder.CONSTANT_MATCH))
+        _guard_flag(flag_path)
         variable = dispatch(builder, value)
         if fast_class is not None and type(variable) is fast_class.__base__:
             variable.__class__ = fast_class
@@ -359,16 +356,13 @@ def _fast_variable_class() -> type | None:
             if flag_on and name in FAST_PATHS and (FAST_PATH_ON or name in CORE_PATHS):
                 try:
                     result = FAST_PATHS[name](kinds, tx, list(args), dict(kwargs))
-                except _Cycle:
-                    from torch._dynamo.exc import unimplemented
-
-                    FAST_PATH_STATS["cycle:" + name] += 1
-                    # A graph break: the call then runs eagerly and raises optree's error.
-                    unimplemented(
-                        gb_type="optree call on a structure that contains itself",
-                        context=name,
-                        explanation=f"{name} raises RecursionError: {OPTREE_RECURSION}",
-                        hints=["Do not nest a container inside itself."],
+                except _Cycle:  # run eagerly, the call raises optree's own error
+                    _graph_break(
+                        "cycle",
+                        "optree call on a structure that contains itself",
+                        name,
+                        f"{name} raises RecursionError: {OPTREE_RECURSION}",
+                        "Do not nest a container inside itself.",
                     )
                 except _Fallback:
                     FAST_PATH_STATS["fallback:" + name] += 1
@@ -726,16 +720,22 @@ _BUILTIN_NODE_TYPES = frozenset(
 )
 
 
-def _unsupported(what: str, why: str) -> Any:
-    """Ends the graph here: the call then runs eagerly, in optree's own C code."""
+def _graph_break(count: str, gb_type: str, what: str, explanation: str, hint: str) -> Any:
+    """Ends the graph at the user's call, counted as ``count:what``; it then runs eagerly."""
     from torch._dynamo.exc import unimplemented
 
-    FAST_PATH_STATS["break:" + what] += 1
-    unimplemented(
-        gb_type="optree call dynamo-tree-compat does not trace",
-        context=what,
-        explanation=f"{what}: {why}. It runs eagerly instead, with optree's own result.",
-        hints=["See the coverage table in dynamo-tree-compat's README."],
+    FAST_PATH_STATS[f"{count}:{what}"] += 1
+    unimplemented(gb_type=gb_type, context=what, explanation=explanation, hints=[hint])
+
+
+def _unsupported(what: str, why: str) -> Any:
+    """Ends the graph here: the call then runs eagerly, in optree's own C code."""
+    return _graph_break(
+        "break",
+        "optree call dynamo-tree-compat does not trace",
+        what,
+        f"{what}: {why}. It runs eagerly instead, with optree's own result.",
+        "See the coverage table in dynamo-tree-compat's README.",
     )
 
 
@@ -1416,7 +1416,8 @@ def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict
     return as_variable(result)
 
 
-def _type_guard_flag(flag_path: tuple[str, ...]) -> None:
+def _guard_flag(flag_path: tuple[str, ...]) -> None:
+    """Makes the graph being traced guard on the module-level flag at ``flag_path``."""
     from torch._dynamo.guards import GuardBuilder, install_guard
     from torch._dynamo.source import AttrSource, ImportSource
 
@@ -1457,16 +1458,16 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
         if type(value) is operator.methodcaller and _flag_is_on(flag_path):
             # optree's flatten function for @register_pytree_node_class classes.
             install_guard(builder.source.make_guard(GuardBuilder.ID_MATCH))
-            _type_guard_flag(flag_path)
+            _guard_flag(flag_path)
             return caller_class(value, source=builder.source)
         if type(value) is optree.PyTreeSpec and _flag_is_on(flag_path):
             source = builder.source
             install_guard(source.make_guard(GuardBuilder.TYPE_MATCH))
             install_guard(_spec_text_source(source).make_guard(GuardBuilder.CONSTANT_MATCH))
-            _type_guard_flag(flag_path)
+            _guard_flag(flag_path)
             return spec_class(value, source=source)
         if type(value) is optree.PyTreeSpec:
-            _type_guard_flag(flag_path)
+            _guard_flag(flag_path)
         return wrap(builder, value)
 
     _SPEC_HOOK.append((VariableBuilder, wrap))

@@ -308,46 +308,29 @@ def test_generated_trees_trace_like_eager(spec: Any, drawn: dict[str, Any]) -> N
 # --- Where a call ends in a graph break, then eager optree --------------------------------
 
 
-class Scaled:
-    """A custom node whose metadata is a tensor's value: not known while tracing."""
+class WithMeta:
+    """A custom node of one child, whose metadata is whatever the test gives it."""
 
-    FIELDS = ("value", "scale")
+    FIELDS = ("value", "meta")
 
-    def __init__(self, value: Any, scale: Any) -> None:
-        self.value, self.scale = value, scale
-
-
-optree.register_pytree_node(
-    Scaled,
-    lambda s: ((s.value,), s.scale),
-    lambda scale, children: Scaled(children[0], scale),
-    namespace="scaled",
-)
-
-
-class Tagged:
-    """A custom node whose metadata is an object, whose contents no guard would watch."""
-
-    FIELDS = ("value", "tag")
-
-    def __init__(self, value: Any, tag: Any) -> None:
-        self.value, self.tag = value, tag
+    def __init__(self, value: Any, meta: Any) -> None:
+        self.value, self.meta = value, meta
 
 
 optree.register_pytree_node(
-    Tagged,
-    lambda t: ((t.value,), t.tag),
-    lambda tag, children: Tagged(children[0], tag),
-    namespace="scaled",
+    WithMeta,
+    lambda node: ((node.value,), node.meta),
+    lambda meta, children: WithMeta(children[0], meta),
+    namespace="meta",
 )
 TAG = collections.Counter(a=1)  # a mutable object
 
 BREAKS: dict[str, Any] = {
     "metadata is a mutable object": lambda x: optree.tree_structure(
-        [Tagged(x, TAG)], namespace="scaled"
+        [WithMeta(x, TAG)], namespace="meta"
     ),
     "metadata unknown while tracing": lambda x: optree.tree_structure(
-        [Scaled(x, x.sum().item() > 0)], namespace="scaled"
+        [WithMeta(x, x.sum().item() > 0)], namespace="meta"
     ),
     "is_leaf answer unknown while tracing": lambda x: optree.tree_leaves(
         [x, [x]], is_leaf=lambda node: bool(torch.is_tensor(node) and node.sum() > 0)
