@@ -1468,11 +1468,32 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
             return spec_class(value, source=source)
         if type(value) is optree.PyTreeSpec:
             _guard_flag(flag_path)
+        if type(value) is collections.deque and value.maxlen is not None:
+            if _flag_is_on(flag_path) and builder.source is not None:
+                return _with_maxlen(wrap(builder, value), builder.source, value.maxlen, flag_path)
         return wrap(builder, value)
 
     _SPEC_HOOK.append((VariableBuilder, wrap))
     VariableBuilder._wrap = _wrap_with_specs
     return True
+
+
+def _with_maxlen(variable: Any, source: Any, maxlen: int, flag_path: tuple[str, ...]) -> Any:
+    """Dynamo builds a deque that comes in without its maxlen: ``deque.maxlen`` then reads
+    None, in optree's own deque flatten function too. This puts it back, guarded.
+    """
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.source import AttrSource
+    from torch._dynamo.variables import ConstantVariable
+
+    current = getattr(variable, "maxlen", None)
+    if not (hasattr(current, "is_python_constant") and current.is_python_constant()):
+        return variable  # not Dynamo's deque variable as this package knows it
+    if current.as_python_constant() is None:
+        install_guard(AttrSource(source, "maxlen").make_guard(GuardBuilder.CONSTANT_MATCH))
+        _guard_flag(flag_path)
+        variable.maxlen = ConstantVariable.create(maxlen)
+    return variable
 
 
 def _spec_text_source(source: Any) -> Any:

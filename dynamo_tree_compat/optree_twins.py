@@ -2,7 +2,8 @@
 
 Most of optree is Python code over its C functions; Dynamo inlines that code, and this
 package traces the C functions at Dynamo's variable level. The few functions here hand
-back a C object Dynamo has no model of, so a twin gives the same values another way.
+back a C object Dynamo has no model of, or call a builtin in a way Dynamo does not
+follow, so a twin gives the same values another way.
 """
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["broadcast_common_with_treespec", "tree_broadcast_common", "tree_iter"]
+__all__ = [
+    "broadcast_common_with_treespec",
+    "tree_broadcast_common",
+    "tree_iter",
+    "tree_max",
+    "tree_min",
+]
 
 
 def tree_iter(
@@ -116,3 +123,77 @@ def _without_broadcast_helper() -> bool:
 
 #: Registered only where needed: this optree has no private helper to stand in for.
 tree_broadcast_common.dtc_needed = _without_broadcast_helper  # type: ignore[attr-defined]
+
+
+class _MISSING:
+    """Marks that no ``default`` was given (a class: Dynamo can take it as a default)."""
+
+
+def _extreme(
+    builtin: Callable[..., Any],
+    tree: Any,
+    default: Any,
+    key: Callable[[Any], Any] | None,
+    options: dict[str, Any],
+) -> Any:
+    """``builtin(leaves, default=..., key=...)`` as a loop, with the builtin's order of
+    ``key`` calls and comparisons (the new value on the left), and the first extreme kept.
+    """
+    import optree
+
+    leaves = optree.tree_leaves(tree, **options)
+    if not leaves:
+        if default is _MISSING:
+            return builtin(leaves, key=key)  # the builtin's own error, in this Python's words
+        return default
+    best = leaves[0]
+    best_key = best if key is None else key(best)
+    for leaf in leaves[1:]:
+        leaf_key = leaf if key is None else key(leaf)
+        if (leaf_key > best_key) if builtin is max else (leaf_key < best_key):
+            best, best_key = leaf, leaf_key
+    return best
+
+
+def tree_max(
+    tree: Any,
+    /,
+    *,
+    default: Any = _MISSING,
+    key: Callable[[Any], Any] | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """The largest leaf of ``tree``, as ``max`` over its leaves.
+
+    Dynamo's ``max`` takes a ``key`` only over constants; this loop traces over any leaf.
+
+    >>> tree_max({"b": [1, -7], "a": 3}, key=abs)
+    -7
+    >>> tree_max({}, default=0)
+    0
+    """
+    options = {"is_leaf": is_leaf, "none_is_leaf": none_is_leaf, "namespace": namespace}
+    return _extreme(max, tree, default, key, options)
+
+
+def tree_min(
+    tree: Any,
+    /,
+    *,
+    default: Any = _MISSING,
+    key: Callable[[Any], Any] | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """The smallest leaf of ``tree``, as ``min`` over its leaves.
+
+    >>> tree_min({"b": [1, -7], "a": 3}, key=abs)
+    1
+    >>> tree_min([None, 2], none_is_leaf=False)
+    2
+    """
+    options = {"is_leaf": is_leaf, "none_is_leaf": none_is_leaf, "namespace": namespace}
+    return _extreme(min, tree, default, key, options)

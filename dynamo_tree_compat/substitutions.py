@@ -131,6 +131,9 @@ OPTREE: tuple[Substitution, ...] = (
         for name in ("_dict_flatten", "_dict_unflatten", "_none_unflatten")
     ),
     Substitution("optree", "optree", "tree_iter", optree_twins.tree_iter),
+    # Dynamo's max and min take a key function only over constant values.
+    Substitution("optree", "optree", "tree_max", optree_twins.tree_max),
+    Substitution("optree", "optree", "tree_min", optree_twins.tree_min),
     Substitution(
         "optree",
         "optree.ops",

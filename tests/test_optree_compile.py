@@ -7,12 +7,14 @@ Results are compared all the way down: container types, key order, leaves, tree 
 from __future__ import annotations
 
 import collections
+import contextlib
 import inspect
 from typing import Any
 
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 import dynamo_tree_compat
@@ -22,7 +24,7 @@ from tests.structures import COMPILED_EXAMPLES, assert_identical, outcome
 
 optree = pytest.importorskip("optree")
 from tests.optree_calls import CALLS, METHODS, NS, RAISES, STATEFUL, Pair, Point  # noqa: E402
-from tests.optree_trees import build, options, spec_of, trees  # noqa: E402
+from tests.optree_trees import build, options, prefix_of, spec_of, trees  # noqa: E402
 
 
 def _functions() -> list[str]:
@@ -167,6 +169,34 @@ def test_a_deque_input_keeps_its_maxlen_and_custom_nodes_their_paths() -> None:
     assert_identical(body(tree), compiled(body)(tree))
 
 
+@pytest.mark.parametrize("maxlen", [0, 3])
+def test_a_deque_inputs_maxlen_reaches_optrees_own_python_code(maxlen: int) -> None:
+    """Dynamo reads a deque input's maxlen as None; optree's deque flatten function reads it."""
+
+    def body(tree: Any) -> Any:
+        return optree.tree_flatten_one_level(tree)[:3], tree.maxlen
+
+    tree = collections.deque([torch.ones(1)][:maxlen], maxlen=maxlen)
+    assert_identical(body(tree), compiled(body)(tree))
+
+
+def test_a_deque_input_with_a_maxlen_changed_inside_runs_like_eager() -> None:
+    """Knowing the maxlen, Dynamo breaks the graph at the change (torch alone appends past
+    the maxlen, a silent wrong answer)."""
+
+    def body(tree: Any, x: torch.Tensor) -> Any:
+        tree.append(x)
+        tree.appendleft(x + 1)
+        return list(tree), tree.maxlen
+
+    def fresh() -> Any:
+        return collections.deque([torch.zeros(1), torch.ones(1)], maxlen=2)
+
+    eager_tree, compiled_tree, x = fresh(), fresh(), torch.full((1,), 5.0)
+    assert_identical(body(eager_tree, x), compiled(body, fullgraph=False)(compiled_tree, x))
+    assert_identical(eager_tree, compiled_tree)
+
+
 def test_a_deque_inputs_maxlen_is_guarded() -> None:
     step = compiled(optree.tree_structure)
     for maxlen in (None, 0, 2, None):
@@ -301,6 +331,223 @@ def test_generated_trees_trace_like_eager(spec: Any, drawn: dict[str, Any]) -> N
     expected = _main_functions(build(spec), given_spec, drawn)
     torch._dynamo.reset()
     actual = compiled(_main_functions)(build(spec), given_spec, drawn)
+    assert_identical(expected, actual)
+    assert repr(expected) == repr(actual)
+
+
+# The rest of optree's functions, on generated trees too: the transpose, broadcast, reduce
+# and one-level families, the accessor variants, the namedtuple and structseq helpers and
+# every treespec function. ``numbers`` is the same tree with plain numbers for tensors (a
+# reduction compares leaves) and ``prefix`` a drawn prefix of it (broadcasting succeeds).
+
+
+def _rank(leaf: Any) -> int:
+    return leaf if type(leaf) is int else -1
+
+
+def _count(leaf: Any) -> Any:
+    return leaf if isinstance(leaf, torch.Tensor) or type(leaf) is int else 1
+
+
+def _node_helpers(node: Any) -> tuple[Any, ...]:
+    return (
+        optree.is_namedtuple(node),
+        optree.is_namedtuple_instance(node),
+        optree.is_namedtuple_class(type(node)),
+        optree.namedtuple_fields(node) if optree.is_namedtuple(node) else None,
+        optree.is_structseq(node),
+        optree.is_structseq_instance(node),
+        optree.is_structseq_class(type(node)),
+        optree.structseq_fields(node) if optree.is_structseq(node) else None,
+    )
+
+
+def _more_functions(
+    tree: Any, numbers: Any, prefix: Any, given_spec: Any, options: dict[str, Any]
+) -> Any:
+    seen: list[Any] = []
+
+    def record(*args: Any) -> Any:
+        seen.append(len(args))
+        return args[-1]
+
+    def twice(*args: Any) -> Any:
+        seen.append(len(args))
+        return [args[-1], args[-1]]
+
+    def with_accessor(accessor: Any, *args: Any) -> Any:
+        return (repr(accessor), record(*args))
+
+    same = {"none_is_leaf": options["none_is_leaf"], "namespace": options["namespace"]}
+    spec = optree.tree_structure(tree, **options)
+    prefix_spec = optree.tree_structure(prefix, **options)
+    inner = optree.tree_structure([0, 0], **same)
+    has_leaves = spec.num_leaves > 0
+    is_leaf = optree.tree_is_leaf(tree, **options)
+    accessors, leaves, _ = optree.tree_flatten_with_accessor(tree, **options)
+    one_level = () if is_leaf else optree.tree_flatten_one_level(tree, **options)[:3]
+    return (
+        ([repr(accessor) for accessor in accessors], leaves),
+        optree.tree_map_with_accessor(with_accessor, tree, tree, **options),
+        optree.tree_map_with_accessor_(with_accessor, tree, **options) is tree,
+        optree.tree_map_with_path_(record, tree, **options) is tree,
+        optree.tree_partition(lambda leaf: isinstance(leaf, torch.Tensor), tree, **options),
+        optree.tree_transpose(
+            spec, inner, optree.tree_map(twice, tree, **options), is_leaf=options["is_leaf"]
+        )
+        if has_leaves
+        else None,
+        optree.tree_transpose_map(twice, tree, **options) if has_leaves else None,
+        optree.tree_transpose_map(twice, tree, inner_treespec=inner, **options),
+        optree.tree_transpose_map_with_path(twice, tree, inner_treespec=inner, **options),
+        optree.tree_transpose_map_with_accessor(
+            lambda accessor, leaf: [repr(accessor), twice(leaf)], tree, **options
+        )
+        if has_leaves
+        else None,
+        optree.broadcast_prefix(prefix, tree, **options),
+        optree.tree_broadcast_prefix(prefix, tree, **options),
+        optree.broadcast_common(prefix, tree, **options),
+        optree.tree_broadcast_map(record, prefix, tree, **options),
+        optree.tree_broadcast_map_with_path(record, prefix, tree, **options),
+        optree.tree_broadcast_map_with_accessor(with_accessor, prefix, tree, **options),
+        len(optree.prefix_errors(prefix, tree, **options)),
+        optree.tree_reduce(lambda total, leaf: (total, leaf), tree, (), **options),
+        optree.tree_sum(optree.tree_map(_count, tree, **options), **options),
+        optree.tree_max(numbers, key=_rank, default=None, **options),
+        optree.tree_min(numbers, key=_rank, default=None, **options),
+        (optree.tree_all(numbers, **options), optree.tree_any(numbers, **options)),
+        one_level,
+        [_node_helpers(node) for node in (tree, *(one_level[0] if one_level else ()))],
+        (
+            optree.treespec_paths(spec),
+            [repr(accessor) for accessor in optree.treespec_accessors(spec)],
+            optree.treespec_entries(spec),
+            optree.treespec_entry(spec, 0) if spec.num_children else None,
+            optree.treespec_children(spec),
+            optree.treespec_child(spec, spec.num_children - 1) if spec.num_children else None,
+            optree.treespec_one_level(spec),
+            optree.treespec_transform(
+                spec, None, lambda leaf: optree.treespec_tuple([leaf, leaf], **same)
+            ),
+        ),
+        (
+            optree.treespec_is_leaf(spec),
+            optree.treespec_is_leaf(spec, strict=False),
+            optree.treespec_is_strict_leaf(spec),
+            optree.treespec_is_one_level(spec),
+            optree.treespec_is_prefix(prefix_spec, spec),
+            optree.treespec_is_suffix(spec, prefix_spec),
+            spec.compose(inner),
+            prefix_spec.broadcast_to_common_suffix(spec),
+        ),
+        (
+            optree.treespec_leaf(**same),
+            optree.treespec_none(**same),
+            optree.treespec_tuple([spec, given_spec], **same),
+            optree.treespec_list([spec, prefix_spec], **same),
+            optree.treespec_dict({"b": spec, "a": given_spec}, **same),
+            optree.treespec_namedtuple(Point(spec, prefix_spec), **same),
+            optree.treespec_ordereddict(collections.OrderedDict(b=spec, a=inner), **same),
+            optree.treespec_defaultdict(list, {"b": spec, 1: prefix_spec}, **same),
+            optree.treespec_deque([spec, given_spec], maxlen=3, **same),
+            optree.treespec_structseq(torch.return_types.max([spec, inner]), **same),
+            optree.treespec_from_collection({"b": spec, "a": given_spec}, **same),
+        ),
+        seen,
+    )
+
+
+@settings(max_examples=COMPILED_EXAMPLES, deadline=None)
+@given(
+    spec_and_prefix=trees().flatmap(lambda s: st.tuples(st.just(s), prefix_of(s))),
+    drawn=options(),
+    ordered=st.booleans(),
+)
+def test_generated_trees_trace_like_eager_in_the_other_functions(
+    spec_and_prefix: tuple[Any, Any], drawn: dict[str, Any], ordered: bool
+) -> None:
+    spec, prefix = spec_and_prefix
+    with optree.dict_insertion_ordered(ordered, namespace=NS):
+        given_spec = spec_of(spec, **drawn)
+
+        def run(body: Any) -> Any:
+            return body(build(spec), build(spec, tensors=False), build(prefix), given_spec, drawn)
+
+        expected = run(_more_functions)
+        torch._dynamo.reset()
+        actual = run(compiled(_more_functions))
+    assert_identical(expected, actual)
+    assert repr(expected) == repr(actual)
+
+
+# The functions that change optree's state, on generated trees: registering, within the
+# compiled region, two classes that hold a tree, flattening in each dict-order mode, then
+# unregistering them. Registration may break the graph (fullgraph=False), then runs eagerly.
+
+
+class Held:
+    """Registered with register_pytree_node inside the compiled region."""
+
+    FIELDS = ("tree",)
+
+    def __init__(self, tree: Any) -> None:
+        self.tree = tree
+
+    def __repr__(self) -> str:
+        return f"Held({self.tree!r})"
+
+
+class HeldByClass:
+    """Registered with register_pytree_node_class inside the compiled region."""
+
+    FIELDS = ("tree",)
+
+    def __init__(self, tree: Any) -> None:
+        self.tree = tree
+
+    def __repr__(self) -> str:
+        return f"HeldByClass({self.tree!r})"
+
+    def tree_flatten(self) -> tuple[tuple[Any], None]:
+        return (self.tree,), None
+
+    @classmethod
+    def tree_unflatten(cls, metadata: None, children: Any) -> HeldByClass:
+        return cls(children[0])
+
+
+def _stateful_functions(tree: Any, options: dict[str, Any]) -> Any:
+    optree.register_pytree_node(
+        Held, lambda held: ((held.tree,), None), lambda _, children: Held(children[0]), namespace=NS
+    )
+    optree.register_pytree_node_class(HeldByClass, namespace=NS)
+    both = [Held(tree), HeldByClass(tree)]
+    registered = optree.tree_flatten(both, **options)
+    with optree.dict_insertion_ordered(True, namespace=NS):
+        ordered = optree.tree_flatten(both, **options)
+    optree.unregister_pytree_node(Held, namespace=NS)
+    optree.unregister_pytree_node(HeldByClass, namespace=NS)
+    # Specs of one registration never equal those of another, so each is shown, and used.
+    return [
+        (leaves, repr(spec), spec.unflatten(leaves)) for leaves, spec in (registered, ordered)
+    ], optree.tree_structure(both, **options)
+
+
+@settings(max_examples=COMPILED_EXAMPLES, deadline=None)
+@given(spec=trees(), drawn=options())
+def test_generated_trees_in_registration_and_dict_order_run_like_eager(
+    spec: Any, drawn: dict[str, Any]
+) -> None:
+    drawn = {**drawn, "namespace": NS}
+    expected = _stateful_functions(build(spec), drawn)
+    torch._dynamo.reset()
+    try:
+        actual = compiled(_stateful_functions, fullgraph=False)(build(spec), drawn)
+    finally:  # a failure must not leave the classes registered for the next example
+        for cls in (Held, HeldByClass):
+            with contextlib.suppress(ValueError):  # not registered: as it should be
+                optree.unregister_pytree_node(cls, namespace=NS)
     assert_identical(expected, actual)
     assert repr(expected) == repr(actual)
 

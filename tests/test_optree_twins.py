@@ -79,3 +79,31 @@ def test_tree_broadcast_common_before_0_20(specs: list[Any], drawn: dict[str, An
             )
         ),
     )
+
+
+#: key functions for tree_max and tree_min: none, ties, one that raises on some leaves.
+KEYS: dict[str, Any] = {
+    "none": None,
+    "rank": lambda leaf: leaf if type(leaf) is int else -1,
+    "repr": repr,
+    "tie": lambda leaf: 0,
+    "len": len,
+}
+
+
+@pytest.mark.parametrize("name", ["tree_max", "tree_min"])
+@given(
+    spec=trees(),
+    drawn=options(),
+    key=st.sampled_from(sorted(KEYS)),
+    default=st.sampled_from([(), (None,), (-1,)]),
+)
+def test_tree_max_and_tree_min(
+    name: str, spec: Any, drawn: dict[str, Any], key: str, default: tuple[Any, ...]
+) -> None:
+    keywords = {**drawn, "key": KEYS[key], **dict(zip(["default"], default))}
+    tree = build(spec, tensors=False)
+    _same(
+        outcome(lambda: getattr(optree, name)(tree, **keywords)),
+        outcome(lambda: getattr(optree_twins, name)(tree, **keywords)),
+    )
