@@ -739,6 +739,21 @@ def _unsupported(what: str, why: str) -> Any:
     )
 
 
+def _too_deep(tx: Any, what: str) -> Any:
+    """Past OPTREE_MAX_DEPTH: with fullgraph, the graph break naming it. Without, the
+    whole frame runs eagerly (from then on): resuming after a graph break would have
+    Dynamo's own code recurse over the structure, deeper than Python allows.
+    """
+    from torch._dynamo import exc
+
+    why = f"the structure is deeper than {OPTREE_MAX_DEPTH}"
+    fullgraph = getattr(tx, "one_graph", True) or getattr(tx, "error_on_graph_break", True)
+    if fullgraph or not isinstance(getattr(exc, "SkipFrame", None), type):
+        return _unsupported(what, why)
+    FAST_PATH_STATS["skip frame:" + what] += 1
+    raise exc.SkipFrame(f"{what}: {why}; dynamo-tree-compat runs this frame eagerly")
+
+
 def _real(variable: Any, what: str) -> Any:
     """The Python value behind a variable that must be known while tracing.
 
@@ -931,7 +946,7 @@ class _Reader:
         if cls is type(None):
             return None
         if depth >= OPTREE_MAX_DEPTH:
-            return _unsupported(self.what, f"the structure is deeper than {OPTREE_MAX_DEPTH}")
+            return _too_deep(self.tx, self.what)
         node = self.node(variable, cls, kind, entry, depth)
         self.by_id[id(node)] = variable
         return node
@@ -1444,6 +1459,7 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
         from torch._dynamo.guards import GuardBuilder, install_guard
         from torch._dynamo.source import AttrSource, CallFunctionNoArgsSource  # noqa: F401
         from torch._dynamo.variables.builder import VariableBuilder
+        from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
     except ImportError:
         return False
     wrap = getattr(VariableBuilder, "_wrap", None)
@@ -1468,14 +1484,31 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
             return spec_class(value, source=source)
         if type(value) is optree.PyTreeSpec:
             _guard_flag(flag_path)
+        if _lies_about_its_class(value) and _flag_is_on(flag_path):
+            # Dynamo takes it for the container it claims to be, and fails on it.
+            install_guard(builder.source.make_guard(GuardBuilder.TYPE_MATCH))
+            _guard_flag(flag_path)
+            return UserDefinedObjectVariable(value, source=builder.source)
         if type(value) is collections.deque and value.maxlen is not None:
             if _flag_is_on(flag_path) and builder.source is not None:
                 return _with_maxlen(wrap(builder, value), builder.source, value.maxlen, flag_path)
-        return wrap(builder, value)
+        try:
+            return wrap(builder, value)
+        except RecursionError:  # Dynamo's builder recurses through a list that comes in
+            if not isinstance(value, (list, tuple, dict)) or not _flag_is_on(flag_path):
+                raise
+            return _too_deep(builder.tx, "a structure that comes in")
 
     _SPEC_HOOK.append((VariableBuilder, wrap))
     VariableBuilder._wrap = _wrap_with_specs
     return True
+
+
+def _lies_about_its_class(value: Any) -> bool:
+    """An object whose ``__class__`` claims a container its type is not (optree, by its
+    type, takes it for a leaf)."""
+    containers = (list, tuple, dict, set, frozenset)
+    return not issubclass(type(value), containers) and isinstance(value, containers)
 
 
 def _with_maxlen(variable: Any, source: Any, maxlen: int, flag_path: tuple[str, ...]) -> Any:

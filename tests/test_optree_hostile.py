@@ -1,0 +1,230 @@
+"""Hostile input to optree under torch.compile: each case ends as eager optree does.
+
+Eagerly, optree runs its own C code (this package has no eager twin of it), so what is
+compared is compiled against eager. Where a case traces, it is compiled with
+``fullgraph=True``; where optree raises, or Dynamo cannot take the input, it is compiled
+with ``fullgraph=False`` and must end in optree's own result or error.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections import abc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attr
+import pytest
+import torch
+
+from tests.fast_path_helpers import compiled, fresh_dynamo  # noqa: F401
+from tests.structures import assert_identical, outcome
+
+optree = pytest.importorskip("optree")
+
+
+def assert_like_eager(function: Callable[..., Any], *args: Any, fullgraph: bool = True) -> None:
+    """``function(*args)`` compiled ends as it does eagerly: the same value, or error."""
+    expected = outcome(function, *args)
+    actual = outcome(compiled(function, fullgraph=fullgraph), *args)
+    assert expected[0] == actual[0], (expected, actual)
+    if expected[0] == "raised":
+        assert expected[1:] == actual[1:]
+    else:
+        assert_identical(expected[1], actual[1])
+        assert repr(expected[1]) == repr(actual[1])
+
+
+def _kinds(leaves: list[Any]) -> list[Any]:
+    """Each leaf's type, and the tensors: the hostile objects cannot be compared."""
+    return [(type(leaf), leaf if isinstance(leaf, torch.Tensor) else None) for leaf in leaves]
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    tree: Any = leaf
+    for _ in range(depth):
+        tree = [tree]
+    return tree
+
+
+def test_nested_hundreds_of_levels_deep() -> None:
+    """Past this package's depth limit (200) the frame runs eagerly, in optree's code:
+    a graph break there would have Dynamo's own code recurse over the structure. (Torch
+    alone fails here with an internal RecursionError from 150 levels.)"""
+    x = torch.ones(1)
+    assert_like_eager(lambda t: optree.tree_leaves(t), _nested(250, x), fullgraph=False)
+    torch._dynamo.reset()
+    assert_like_eager(lambda x: optree.tree_structure(_nested(250, x)), x, fullgraph=False)
+
+
+def test_nested_thousands_of_levels_deep() -> None:
+    """optree stops at its own recursion limit with RecursionError; compiled, so does the
+    call, but with Python's message: Dynamo's own check of the next frame for tensors
+    recurses through the structure first (from about 300 levels; see the README)."""
+    deep = _nested(3000, torch.ones(1))
+    with pytest.raises(RecursionError, match="during flattening the tree"):
+        optree.tree_leaves(deep)
+    with pytest.raises(RecursionError):
+        compiled(optree.tree_leaves, fullgraph=False)(deep)
+    torch._dynamo.reset()
+    with pytest.raises(RecursionError):
+        compiled(lambda x: optree.tree_leaves(_nested(3000, x)), fullgraph=False)(torch.ones(1))
+
+
+@pytest.mark.parametrize("kind", ["list", "dict"])
+def test_self_referencing_structures_end_with_a_clear_error(kind: str) -> None:
+    x = torch.ones(1)
+    loop: Any = [x] if kind == "list" else {"x": x}
+    if kind == "list":
+        loop.append(loop)
+    else:
+        loop["self"] = loop
+    for call in (optree.tree_leaves, optree.tree_structure, lambda t: optree.tree_map(abs, t)):
+        torch._dynamo.reset()
+        with pytest.raises(RecursionError, match="during flattening the tree"):
+            call(loop)
+        assert_like_eager(call, loop, fullgraph=False)
+
+
+def test_half_a_million_leaves() -> None:
+    """Built inside the graph (as an input, Dynamo would guard on each of its items)."""
+
+    def body(x: torch.Tensor) -> Any:
+        leaves, spec = optree.tree_flatten({"a": [x] * 250_000, "b": [x + 1] * 250_000})
+        return len(leaves), spec.num_leaves, leaves[-1]
+
+    assert_like_eager(body, torch.ones(1))
+
+
+class _Key:
+    """A dict key whose ``__lt__`` raises."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __lt__(self, other: Any) -> bool:
+        raise ValueError(f"{self.name} cannot be ordered")
+
+    def __repr__(self) -> str:
+        return f"_Key({self.name!r})"
+
+
+def test_unsortable_keys() -> None:
+    """optree falls back to insertion order where keys do not sort; so does the graph."""
+    assert_like_eager(lambda x: optree.tree_flatten({1: x, "a": x * 2, (2,): x * 3}), torch.ones(1))
+    assert_like_eager(lambda x: optree.tree_flatten({None: x, 1: x * 2}), torch.ones(1))
+
+
+def test_keys_whose_lt_raises() -> None:
+    """Keys that are objects are not known while tracing: a graph break, then optree's
+    own error."""
+    keys = (_Key("b"), _Key("a"))
+    built_inside = lambda x: optree.tree_leaves({keys[0]: x, keys[1]: x})  # noqa: E731
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="not known while tracing"):
+        compiled(built_inside)(torch.ones(1))
+    torch._dynamo.reset()
+    assert_like_eager(built_inside, torch.ones(1), fullgraph=False)
+    torch._dynamo.reset()
+    tree = {keys[0]: 1, keys[1]: torch.ones(1)}
+    assert_like_eager(lambda t: optree.tree_leaves(t), tree, fullgraph=False)
+
+
+class _GetitemRaises(abc.Mapping):
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(f"no {key}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+class _IterRaises(_GetitemRaises):
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("no iteration")
+
+
+def test_mapping_whose_getitem_raises() -> None:
+    """An unregistered Mapping is a leaf to optree: its methods are never called."""
+    mapping = _GetitemRaises({"a": 1})
+    assert_like_eager(lambda x: _kinds(optree.tree_leaves([mapping, x])), torch.ones(1))
+
+
+def test_mapping_whose_iter_raises() -> None:
+    mapping = _IterRaises({"a": 1})
+    assert_like_eager(lambda t: _kinds(optree.tree_map(lambda v: v, t)), [mapping, torch.ones(1)])
+
+
+class _Custom(collections.namedtuple("_Custom", "a b")):
+    def __new__(cls, a: Any, b: Any = 0) -> _Custom:
+        return super().__new__(cls, a, b)
+
+
+def test_namedtuple_with_custom_new() -> None:
+    assert_like_eager(lambda x: optree.tree_map(lambda v: v + 1, _Custom(x, x)), torch.ones(1))
+
+
+@attr.s
+class _WithInitFalse:
+    x: Any = attr.ib()
+    y: Any = attr.ib(init=False, default=3)
+
+
+def test_attrs_class_with_init_false_fields() -> None:
+    """optree does not know attrs classes: a leaf."""
+    assert_like_eager(lambda t: optree.tree_leaves(t), [_WithInitFalse(torch.ones(1))])
+
+
+class _LiesAboutList:
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return list
+
+
+def test_objects_whose_class_lies() -> None:
+    """optree goes by the type: a leaf. (Dynamo alone takes it for a list and fails.)"""
+    assert_like_eager(lambda t: _kinds(optree.tree_leaves(t)), [_LiesAboutList(), torch.ones(1)])
+    assert_like_eager(lambda x: _kinds(optree.tree_leaves([_LiesAboutList(), x])), torch.ones(1))
+
+
+class _MyTensor(torch.Tensor):
+    pass
+
+
+def test_tensor_subclasses_as_leaves() -> None:
+    def body(x: torch.Tensor) -> Any:
+        return optree.tree_map(lambda t: t * 2, {"s": [x.as_subclass(_MyTensor), x]})
+
+    assert_like_eager(body, torch.ones(2))
+    tree = {"p": torch.nn.Parameter(torch.ones(2)), "s": torch.ones(2).as_subclass(_MyTensor)}
+    assert_like_eager(lambda t: optree.tree_leaves(t), tree)
+
+
+@pytest.mark.parametrize("none_is_leaf", [False, True])
+def test_none_and_empty_containers_everywhere(none_is_leaf: bool) -> None:
+    def body(x: torch.Tensor) -> Any:
+        tree = [None, (), [], {}, {"a": None, "b": ((),)}, collections.OrderedDict(), (x, None)]
+        tree.append(collections.deque())
+        return (
+            optree.tree_map(lambda v: v, tree, none_is_leaf=none_is_leaf),
+            optree.tree_flatten(tree, none_is_leaf=none_is_leaf),
+        )
+
+    assert_like_eager(body, torch.ones(1))
+
+
+def test_keys_values_and_items_views() -> None:
+    """Views are leaves to optree."""
+
+    def body(x: torch.Tensor) -> Any:
+        source = {"b": x, "a": x * 2}
+        return optree.tree_leaves([source.keys(), source.values(), source.items()])
+
+    assert_like_eager(body, torch.ones(1))
