@@ -52,7 +52,7 @@ matrix:
 	$(MATRIX_VENV)/bin/python -m pip install --quiet -c $(MATRIX_VENV)/constraints-oldest-optree.txt \
 		optree==0.13.0 attrs wrapt numpy
 	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_optree_compile.py \
-		tests/test_optree_fast_path.py tests/test_optree_twins.py
+		tests/test_optree_fast_path.py tests/test_optree_twins.py tests/test_optree_hostile.py
 
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.

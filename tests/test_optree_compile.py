@@ -72,6 +72,16 @@ def test_calls_that_raise_raise_the_same_error(name: str) -> None:
     assert outcome(compiled(RAISES[name], fullgraph=False), x, y, []) == expected
 
 
+@pytest.mark.parametrize("name", ["tree_max", "tree_min"])
+def test_the_largest_or_smallest_of_no_leaves_raises_the_builtins_error(name: str) -> None:
+    def body(x: torch.Tensor) -> Any:
+        return getattr(optree, name)({"a": None, "b": []}, key=abs), x
+
+    expected = outcome(body, torch.ones(1))
+    assert expected[0] == "raised" and expected[1] is ValueError
+    assert outcome(compiled(body, fullgraph=False), torch.ones(1)) == expected
+
+
 @pytest.mark.parametrize("name", _here(STATEFUL))
 def test_calls_that_change_optree_state_run_like_eager(name: str) -> None:
     _both(STATEFUL[name], fullgraph=False)
@@ -391,15 +401,21 @@ def _more_functions(
         optree.tree_map_with_accessor(with_accessor, tree, tree, **options),
         optree.tree_map_with_accessor_(with_accessor, tree, **options) is tree,
         optree.tree_map_with_path_(record, tree, **options) is tree,
-        optree.tree_partition(lambda leaf: isinstance(leaf, torch.Tensor), tree, **options),
+        optree.tree_partition(lambda leaf: isinstance(leaf, torch.Tensor), tree, **options)
+        if hasattr(optree, "tree_partition")  # optree 0.14 and later, like the three below
+        else None,
         optree.tree_transpose(
             spec, inner, optree.tree_map(twice, tree, **options), is_leaf=options["is_leaf"]
         )
         if has_leaves
         else None,
         optree.tree_transpose_map(twice, tree, **options) if has_leaves else None,
-        optree.tree_transpose_map(twice, tree, inner_treespec=inner, **options),
-        optree.tree_transpose_map_with_path(twice, tree, inner_treespec=inner, **options),
+        optree.tree_transpose_map(twice, tree, inner_treespec=inner, **options)
+        if has_leaves  # optree 0.13 wants leaves even with the inner structure given
+        else None,
+        optree.tree_transpose_map_with_path(twice, tree, inner_treespec=inner, **options)
+        if has_leaves
+        else None,
         optree.tree_transpose_map_with_accessor(
             lambda accessor, leaf: [repr(accessor), twice(leaf)], tree, **options
         )
@@ -426,16 +442,20 @@ def _more_functions(
             optree.treespec_entry(spec, 0) if spec.num_children else None,
             optree.treespec_children(spec),
             optree.treespec_child(spec, spec.num_children - 1) if spec.num_children else None,
-            optree.treespec_one_level(spec),
+            optree.treespec_one_level(spec) if hasattr(optree, "treespec_one_level") else None,
             optree.treespec_transform(
                 spec, None, lambda leaf: optree.treespec_tuple([leaf, leaf], **same)
-            ),
+            )
+            if hasattr(optree, "treespec_transform")
+            else None,
         ),
         (
             optree.treespec_is_leaf(spec),
             optree.treespec_is_leaf(spec, strict=False),
             optree.treespec_is_strict_leaf(spec),
-            optree.treespec_is_one_level(spec),
+            optree.treespec_is_one_level(spec)
+            if hasattr(optree, "treespec_is_one_level")
+            else None,
             optree.treespec_is_prefix(prefix_spec, spec),
             optree.treespec_is_suffix(spec, prefix_spec),
             spec.compose(inner),
