@@ -1442,7 +1442,7 @@ def _guard_flag(flag_path: tuple[str, ...]) -> None:
     install_guard(source.make_guard(GuardBuilder.CONSTANT_MATCH))
 
 
-_SPEC_HOOK: list[tuple[Any, Any]] = []  # (VariableBuilder, its _wrap before the hook)
+_SPEC_HOOK: list[tuple[Any, str, Any]] = []  # (owner, name, what it was before the hook)
 
 
 def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
@@ -1499,9 +1499,37 @@ def hook_spec_inputs(flag_path: tuple[str, ...]) -> bool:
                 raise
             return _too_deep(builder.tx, "a structure that comes in")
 
-    _SPEC_HOOK.append((VariableBuilder, wrap))
+    _SPEC_HOOK.append((VariableBuilder, "_wrap", wrap))
     VariableBuilder._wrap = _wrap_with_specs
+    _hook_tensor_check(flag_path)
     return True
+
+
+def _hook_tensor_check(flag_path: tuple[str, ...]) -> None:
+    """Dynamo asks of each new frame whether it holds a tensor, recursing through its
+    arguments: through a structure nested deeper than Python allows, that raises
+    RecursionError out of Dynamo's frame callback. While the mode is on, the answer is
+    then yes: Dynamo tries the frame, and this package, meeting the structure, runs the
+    frame eagerly (see ``_too_deep``), where optree gives its own result or error.
+    """
+    try:
+        from torch._dynamo import convert_frame
+    except ImportError:
+        return
+    original = getattr(convert_frame, "has_tensor_in_frame", None)
+    if not callable(original):
+        return
+
+    def has_tensor_in_frame(frame: Any) -> bool:
+        try:
+            return original(frame)
+        except RecursionError:
+            if not _flag_is_on(flag_path):
+                raise
+            return True
+
+    _SPEC_HOOK.append((convert_frame, "has_tensor_in_frame", original))
+    convert_frame.has_tensor_in_frame = has_tensor_in_frame
 
 
 def _lies_about_its_class(value: Any) -> bool:
@@ -1548,8 +1576,8 @@ def _spec_text_source(source: Any) -> Any:
 def unhook_spec_inputs() -> None:
     """Undoes :func:`hook_spec_inputs`."""
     while _SPEC_HOOK:
-        builder, wrap = _SPEC_HOOK.pop()
-        builder._wrap = wrap
+        owner, name, original = _SPEC_HOOK.pop()
+        setattr(owner, name, original)
 
 
 #: optree's C layer: always taken while the mode is on (FAST_PATH_ON does not apply).

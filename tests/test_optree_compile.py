@@ -254,16 +254,22 @@ def test_disabled_mode_leaves_optree_to_torch() -> None:
     assert type(spec) is optree.PyTreeSpec and stats("taken:") == {"optree.tree_flatten"}
 
 
+def _ours(function: Any) -> bool:
+    return function.__module__ == _dynamo_compat.__name__
+
+
 def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> None:
     spec = optree.tree_structure([0, 0])
     substitutions.uninstall()
     try:
         assert not _dynamo_compat._SPEC_HOOK
+        assert not _ours(torch._dynamo.convert_frame.has_tensor_in_frame)
         with pytest.raises(torch._dynamo.exc.Unsupported):  # torch cannot read the C spec
             compiled(lambda s, x: s.unflatten([x, x]))(spec, torch.ones(1))
     finally:
         substitutions.install()
     assert _dynamo_compat._SPEC_HOOK
+    assert _ours(torch._dynamo.convert_frame.has_tensor_in_frame)
     torch._dynamo.reset()
     x = torch.ones(1)
     assert_identical(spec.unflatten([x, x]), compiled(lambda s, x: s.unflatten([x, x]))(spec, x))
