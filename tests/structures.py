@@ -347,3 +347,14 @@ def assert_same_outcome(
         assert (expected[1], expected[2]) == (actual[1], actual[2])
     else:
         assert_identical(expected[1], actual[1])
+
+
+def assert_same_ending(expected: tuple[str, Any, Any], actual: tuple[str, Any, Any]) -> None:
+    """Two outcomes (see :func:`outcome`) end alike: the same error and message, or
+    identical values, shown alike."""
+    assert expected[0] == actual[0], (expected, actual)
+    if expected[0] == "raised":
+        assert expected[1:] == actual[1:]
+    else:
+        assert_identical(expected[1], actual[1])
+        assert repr(expected[1]) == repr(actual[1])

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tests.fast_path_helpers import compiled, fresh_dynamo  # noqa: F401
-from tests.structures import assert_identical, outcome
+from tests.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")
 
@@ -26,13 +26,7 @@ optree = pytest.importorskip("optree")
 def assert_like_eager(function: Callable[..., Any], *args: Any, fullgraph: bool = True) -> None:
     """``function(*args)`` compiled ends as it does eagerly: the same value, or error."""
     expected = outcome(function, *args)
-    actual = outcome(compiled(function, fullgraph=fullgraph), *args)
-    assert expected[0] == actual[0], (expected, actual)
-    if expected[0] == "raised":
-        assert expected[1:] == actual[1:]
-    else:
-        assert_identical(expected[1], actual[1])
-        assert repr(expected[1]) == repr(actual[1])
+    assert_same_ending(expected, outcome(compiled(function, fullgraph=fullgraph), *args))
 
 
 def _kinds(leaves: list[Any]) -> list[Any]:

@@ -14,25 +14,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamo_tree_compat import optree_twins
-from tests.structures import assert_identical, outcome
+from tests.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")
 from tests.optree_trees import build, options, prefix_of, trees  # noqa: E402
 
 
-def _same(expected: tuple[str, Any, Any], actual: tuple[str, Any, Any]) -> None:
-    assert expected[0] == actual[0], (expected, actual)
-    if expected[0] == "raised":
-        assert expected[1:] == actual[1:]
-    else:
-        assert_identical(expected[1], actual[1])
-        assert repr(expected[1]) == repr(actual[1])
-
-
 @given(spec=trees(), drawn=options())
 def test_tree_iter(spec: Any, drawn: dict[str, Any]) -> None:
     tree = build(spec, tensors=False)
-    _same(
+    assert_same_ending(
         outcome(lambda: list(optree.tree_iter(tree, **drawn))),
         outcome(lambda: list(optree_twins.tree_iter(tree, **drawn))),
     )
@@ -52,7 +43,7 @@ def _broadcastable(draw: Any) -> list[Any]:
 @given(specs=_broadcastable(), drawn=options())
 def test_broadcast_common_with_treespec(specs: list[Any], drawn: dict[str, Any]) -> None:
     private = optree.ops._tree_broadcast_common_with_treespec
-    _same(
+    assert_same_ending(
         outcome(lambda: private(*[build(s, tensors=False) for s in specs], **drawn)),
         outcome(
             lambda: optree_twins.broadcast_common_with_treespec(
@@ -69,7 +60,7 @@ def test_broadcast_common_with_treespec(specs: list[Any], drawn: dict[str, Any])
 @given(specs=_broadcastable(), drawn=options())
 def test_tree_broadcast_common_before_0_20(specs: list[Any], drawn: dict[str, Any]) -> None:
     pair = [*specs, specs[0]][:2]
-    _same(
+    assert_same_ending(
         outcome(
             lambda: optree.tree_broadcast_common(*[build(s, tensors=False) for s in pair], **drawn)
         ),
@@ -103,7 +94,7 @@ def test_tree_max_and_tree_min(
 ) -> None:
     keywords = {**drawn, "key": KEYS[key], **dict(zip(["default"], default))}
     tree = build(spec, tensors=False)
-    _same(
+    assert_same_ending(
         outcome(lambda: getattr(optree, name)(tree, **keywords)),
         outcome(lambda: getattr(optree_twins, name)(tree, **keywords)),
     )
