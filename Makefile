@@ -51,8 +51,7 @@ matrix:
 	grep -v '^optree' constraints.txt > $(MATRIX_VENV)/constraints-oldest-optree.txt
 	$(MATRIX_VENV)/bin/python -m pip install --quiet -c $(MATRIX_VENV)/constraints-oldest-optree.txt \
 		optree==0.13.0 attrs wrapt numpy
-	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_optree_compile.py \
-		tests/test_optree_fast_path.py tests/test_optree_twins.py tests/test_optree_hostile.py
+	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/optree
 
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.
@@ -60,9 +59,9 @@ SEED ?= $(shell date +%s)
 fuzz-long: $(STAMP)
 	@echo "fuzz-long: --hypothesis-seed=$(SEED)"
 	DTC_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider --hypothesis-seed=$(SEED) \
-		--hypothesis-show-statistics tests/test_dmtree_parity.py \
-		tests/test_dmtree_compile.py tests/test_optree_fast_path.py \
-		tests/test_optree_compile.py tests/test_optree_twins.py
+		--hypothesis-show-statistics tests/dmtree/test_dmtree_parity.py \
+		tests/dmtree/test_dmtree_compile.py tests/optree/test_optree_fast_path.py \
+		tests/optree/test_optree_compile.py tests/optree/test_optree_twins.py
 
 benchmark: $(STAMP)
 	$(BIN)/python -m pip install --quiet matplotlib

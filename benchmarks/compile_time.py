@@ -30,7 +30,7 @@ import tree
 from eager_overhead import eager_ratios
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo_compat
+from dynamo_tree_compat import _dynamo, config
 
 try:
     import optree
@@ -98,13 +98,13 @@ def _calls(leaves: int) -> dict[str, Callable[[torch.Tensor], Any]]:
     return calls
 
 
-FAST_PATHS = {name for name in _dynamo_compat.FAST_PATHS}
+FAST_PATHS = set(_dynamo.FAST_PATHS)
 SLOW_ONLY: tuple[str, ...] = ()
 
 
 def compile_once(function: Callable[[torch.Tensor], Any], fast: bool, enabled: bool) -> float:
     """Seconds of one cold compile and first call, after torch._dynamo.reset()."""
-    saved, _dynamo_compat.FAST_PATH_ON = _dynamo_compat.FAST_PATH_ON, fast
+    saved, config.fast_path = config.fast_path, fast
     scope = dynamo_tree_compat.enabled() if enabled else dynamo_tree_compat.disabled()
     try:
         torch._dynamo.reset()
@@ -115,7 +115,7 @@ def compile_once(function: Callable[[torch.Tensor], Any], fast: bool, enabled: b
             compiled(torch.ones(2))
             return time.perf_counter() - started
     finally:
-        _dynamo_compat.FAST_PATH_ON = saved
+        config.fast_path = saved
 
 
 def measure(leaves: int, repeats: int, slow: bool) -> dict[str, float]:

@@ -5,7 +5,7 @@ every program that imports torch, so it only arms a post-import hook. The twins 
 registered once ``torch._dynamo`` and a mirrored library are both imported, whichever
 comes first.
 
-The mode (``twins_enabled``) is process-wide, like ``torch._dynamo.config``: a scope
+The mode (``config.twins_enabled``) is process-wide, like ``torch._dynamo.config``: a scope
 entered in one thread applies to what every thread traces until it exits. Every change
 of the mode or of the registrations waits for a compile in progress to end (it takes
 Dynamo's compile lock), so no compile sees half a change.
@@ -24,7 +24,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from . import _dynamo_compat
+from . import config
+from ._dynamo.runtime import compile_lock
 
 __all__ = [
     "ENV_SWITCH",
@@ -42,9 +43,6 @@ DYNAMO_MODULE = "torch._dynamo"
 #: The import names of the mirrored libraries.
 LIBRARY_MODULES = ("tree", "optree")
 
-#: Whether traced calls use the twins; the registered gates read it and Dynamo guards it.
-#: It is the innermost open scope's setting, or else the global activation's.
-twins_enabled = False
 _globally_enabled = False
 # Open scopes, oldest first, as (token, on); scopes in threads need not nest.
 _scopes: list[tuple[object, bool]] = []
@@ -195,7 +193,7 @@ def activate(how: str) -> bool:
     try:
         if switched_off():
             return False
-        with _dynamo_compat.compile_lock(), _lock:
+        with compile_lock(), _lock:
             # The autoload entry point imports the package first: it names the real cause.
             if activated_by is None or (how == "autoload" and activated_by == "import"):
                 activated_by = how
@@ -217,7 +215,7 @@ def install() -> None:
     'on'
     """
     global _globally_enabled, activated_by
-    with _dynamo_compat.compile_lock(), _lock:
+    with compile_lock(), _lock:
         if activated_by is None:
             activated_by = "install()"
         _globally_enabled = True
@@ -235,7 +233,7 @@ def uninstall() -> None:
     >>> dynamo_tree_compat.install()
     """
     global _globally_enabled, activated_by, armed
-    with _dynamo_compat.compile_lock(), _lock:
+    with compile_lock(), _lock:
         _globally_enabled = False
         _set_mode()
         activated_by = None
@@ -249,8 +247,8 @@ def uninstall() -> None:
 
 
 def _set_mode() -> None:
-    global twins_enabled
-    twins_enabled = _scopes[-1][1] if _scopes else _globally_enabled
+    # The flag the registered gates read and Dynamo guards on.
+    config.twins_enabled = _scopes[-1][1] if _scopes else _globally_enabled
 
 
 class _Mode(contextlib.ContextDecorator):
@@ -262,7 +260,7 @@ class _Mode(contextlib.ContextDecorator):
 
     def __enter__(self) -> _Mode:
         token = object()
-        with _dynamo_compat.compile_lock(), _lock:
+        with compile_lock(), _lock:
             if self.on:
                 arm()
             self._tokens.setdefault(threading.get_ident(), []).append(token)
@@ -271,7 +269,7 @@ class _Mode(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        with _dynamo_compat.compile_lock(), _lock:
+        with compile_lock(), _lock:
             tokens = self._tokens[threading.get_ident()]
             token = tokens.pop()
             if not tokens:

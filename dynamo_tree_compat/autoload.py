@@ -6,7 +6,8 @@ it only arms the post-import hook.
 
 from __future__ import annotations
 
-from . import _dynamo_compat, activation
+from . import activation
+from ._dynamo import runtime
 
 __all__ = ["load"]
 
@@ -17,7 +18,7 @@ def load() -> None:
     It also registers ``TORCH_LOGS=+dynamo_tree_compat``, which torch parses right after.
     """
     try:
-        _dynamo_compat.register_log_name()
+        runtime.register_log_name()
     except Exception as error:  # noqa: BLE001 - runs inside import torch
         activation.warn_once(f"registering the TORCH_LOGS name failed: {error}")
     activation.activate("autoload")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import json
 import os
 import runpy
@@ -23,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from .report import coverage
 
 __all__ = ["main"]
 
@@ -41,85 +42,6 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in cells]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(line.rstrip() for line in lines)
-
-
-# --- Coverage ----------------------------------------------------------------------------
-
-
-def coverage() -> list[tuple[str, str, str]]:
-    """``(library, function, how it traces)`` for every dm-tree and optree function.
-
-    >>> rows = coverage()
-    >>> ("dm-tree", "tree.flatten") in [row[:2] for row in rows]
-    True
-    """
-    import dynamo_tree_compat
-
-    states = dynamo_tree_compat.status().functions
-    rows = [
-        ("dm-tree", name, "twin: traced by this package" if state == "registered" else state)
-        for name, state in states.items()
-        if name.startswith("tree.")
-    ]
-    rows += _optree_coverage(states)
-    return rows
-
-
-#: optree calls that change its registry or dict-order mode: left to Dynamo inside a
-#: compiled region, where they may break the graph; graphs compiled before are guarded.
-OPTREE_STATEFUL = frozenset(
-    {"register_pytree_node", "register_pytree_node_class", "unregister_pytree_node"}
-    | {"dict_insertion_ordered"}
-)
-_C_LAYER = "this package: optree's C code, run on the structure's containers while tracing"
-_OWN_CODE = "optree's own code, inlined by Dynamo, over this package's C layer"
-
-
-def _optree_coverage(states: dict[str, str]) -> list[tuple[str, str, str]]:
-    try:
-        import optree
-    except ImportError:
-        return [("optree", "optree.*", "unavailable: optree is not installed")]
-    from . import _dynamo_compat, substitutions
-
-    polyfilled = _dynamo_compat.torch_polyfills()
-    c_layer = states.get("optree._C.flatten") == "registered"
-    twins = {s.original_name for s in substitutions.OPTREE if s.twin is not None}
-    # Registered over torch's own registration (a polyfill), rather than in place of none.
-    kept = {key for key, (_, handle) in substitutions.REGISTERED.items() if handle is None}
-    rows = []
-    for key, state in sorted(states.items()):
-        if not key.startswith("optree.") or key.count(".") < 2:  # optree's internals
-            continue
-        if state == "registered":
-            state = "twin by this package" if key in twins else _C_LAYER
-            if key.startswith("optree.registry."):
-                state = "optree's own code, in place of torch's polyfill"
-        rows.append(("optree", key, state))
-    for name in optree.__all__:
-        value = getattr(optree, name, None)
-        if not callable(value) or inspect.isclass(value):
-            continue
-        key = f"optree.{name}"
-        state = states.get(key)
-        if state == "registered" and key in twins:
-            state = "twin by this package"
-        elif state == "registered" and key in _dynamo_compat.FAST_PATHS:
-            state = f"fast path by this package for dicts, lists, tuples, None; else {_OWN_CODE}"
-        elif state == "registered" and key in kept:
-            state = f"{_OWN_CODE}, in place of torch's polyfill"
-        elif state == "registered":
-            state = _OWN_CODE
-        elif state is None and name in OPTREE_STATEFUL:
-            state = "changes optree's state: may break the graph; graphs made before are guarded"
-        elif state is None and value in polyfilled:
-            state = "torch: traced through torch's own polyfill"
-        elif state is None and c_layer:
-            state = _OWN_CODE
-        elif state is None:
-            state = "not covered by this package: Dynamo may break the graph"
-        rows.append(("optree", key, state))
-    return rows
 
 
 # --- The built-in model ------------------------------------------------------------------
@@ -211,20 +133,20 @@ def _run_model(mode: str, backend: str, steps: int) -> Run:
 
     import dynamo_tree_compat
 
-    from . import _dynamo_compat
+    from . import _dynamo
 
     forward, args, _ = _built_in_model()
     expected = forward(*args)
     torch._dynamo.reset()
     graphs = []
-    chosen = _dynamo_compat.lookup_backend(backend)
+    chosen = _dynamo.lookup_backend(backend)
 
     def counting_backend(graph_module: Any, example_inputs: Any) -> Any:
         graphs.append(graph_module)
         return chosen(graph_module, example_inputs)
 
     scope = dynamo_tree_compat.enabled() if mode == "enabled" else dynamo_tree_compat.disabled()
-    with scope, _dynamo_compat.GraphBreakRecorder() as recorder:
+    with scope, _dynamo.GraphBreakRecorder() as recorder:
         compiled = torch.compile(forward, backend=counting_backend)
         started = time.perf_counter()
         actual = compiled(*args)
@@ -364,10 +286,10 @@ def _explain_child(argv: list[str]) -> int:
 
     import dynamo_tree_compat  # noqa: F401 - activates unless DYNAMO_TREE_COMPAT=0
 
-    from . import _dynamo_compat
+    from . import _dynamo
 
     exit_code: int | str | None = 0
-    with _dynamo_compat.GraphBreakRecorder() as recorder:
+    with _dynamo.GraphBreakRecorder() as recorder:
         sys.argv = [target, *args]
         try:
             if kind == "module":

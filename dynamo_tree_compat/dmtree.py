@@ -151,6 +151,15 @@ class _NoSuchType:
 # does not import torch; the registry fills these in when it registers the twins.
 _TENSOR: type = _NoSuchType
 _PARAMETER: type = _NoSuchType
+
+
+def _connect(map_to_none: Any, tensor: type, parameter: type) -> None:
+    """Tells the twins what only a process with dm-tree and torch has: dm-tree's own
+    ``MAP_TO_NONE``, and torch's tensor classes (leaves, compared by exact class)."""
+    global _dm_tree_map_to_none, _TENSOR, _PARAMETER
+    _dm_tree_map_to_none, _TENSOR, _PARAMETER = map_to_none, tensor, parameter
+
+
 _STRINGS = (str, bytes, bytearray)
 _HEAP_TYPE_FLAG = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 _set_warning_issued = False

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _dynamo_compat, activation, dmtree, optree_twins
+from . import _dynamo, config, dmtree, optree_twins
 
 __all__ = [
     "DM_TREE",
@@ -177,8 +177,8 @@ _QUIET_WHILE_TRACING: tuple[Callable[[], None], ...] = (
 #: What install() registered: original's import path -> (original, Dynamo's handle); the
 #: handle is None where the registration is torch's own and only the fast path is ours.
 REGISTERED: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
-#: Where the mode flag lives, from the top-level package; the gates read it.
-MODE_FLAG = ("dynamo_tree_compat", "activation", "twins_enabled")
+#: Where the mode flag lives, as an import path; graphs guard on it.
+MODE_FLAG = f"{config.__name__}.twins_enabled"
 #: Registered originals whose graphs do not guard on the mode (torch's tables moved):
 #: scopes then take effect only after torch._dynamo.reset().
 UNGUARDED: set[str] = set()
@@ -190,12 +190,12 @@ _lock = threading.RLock()
 
 def _gate(twin: Callable[..., Any], original_name: str) -> Callable[..., Any]:
     """Wraps ``twin`` so that, with the mode off, tracing breaks at the user's call."""
-    graph_break = _dynamo_compat.graph_break_function()
+    graph_break = _dynamo.graph_break_function()
     reason = f"{original_name} runs untraced: dynamo-tree-compat is disabled here"
 
     def gate(*args: Any, **kwargs: Any) -> Any:
         # Dynamo guards on this flag, so toggling the mode recompiles.
-        if not activation.twins_enabled:
+        if not config.twins_enabled:
             graph_break(msg=reason)
         return twin(*args, **kwargs)
 
@@ -212,8 +212,10 @@ def install(wait: bool = True) -> dict[str, str]:
     Returns a map from each original's import path to what happened to it this time:
     ``"registered"``, or the reason it was not.
     """
-    with _dynamo_compat.compile_lock(wait), _lock:
-        unsupported = _dynamo_compat.substitution_support()
+    with _dynamo.compile_lock(wait), _lock:
+        unsupported = _dynamo.substitution_support()
+        if not unsupported:
+            _dynamo.probe()
         outcome: dict[str, str] = {}
         for library, (module_name, is_library, substitutions) in LIBRARIES.items():
             module = sys.modules.get(module_name)
@@ -236,7 +238,7 @@ def install(wait: bool = True) -> dict[str, str]:
                 if reason is None:
                     outcome[key] = "registered"
                     NOT_REGISTERED.pop(key, None)
-                    _dynamo_compat.LOG.debug("registered the twin of %s", key)
+                    _dynamo.LOG.debug("registered the twin of %s", key)
                 else:
                     outcome[key] = NOT_REGISTERED[key] = reason
             if library == "dm-tree" and "registered" in outcome.values():
@@ -245,7 +247,7 @@ def install(wait: bool = True) -> dict[str, str]:
             helpers = [(helper, _do_nothing) for helper in _QUIET_WHILE_TRACING]
             helpers.append((dmtree._depth_limit, _traced_depth_limit))
             for helper, stand_in in helpers:
-                _helpers_registered.append((helper, _dynamo_compat.substitute(helper, stand_in)))
+                _helpers_registered.append((helper, _dynamo.substitute(helper, stand_in)))
         return outcome
 
 
@@ -253,9 +255,7 @@ def _connect_dmtree(module: Any) -> None:
     """Tells the twins what only a process with dm-tree and torch has."""
     import torch
 
-    dmtree._dm_tree_map_to_none = module.MAP_TO_NONE
-    dmtree._TENSOR = torch.Tensor
-    dmtree._PARAMETER = torch.nn.Parameter
+    dmtree._connect(module.MAP_TO_NONE, torch.Tensor, torch.nn.Parameter)
 
 
 def _clone(function: Any, module: str | None = None) -> Any:
@@ -281,22 +281,21 @@ def _clone(function: Any, module: str | None = None) -> Any:
 def _register(substitution: Substitution) -> str | None:
     original = substitution.original()
     name = substitution.original_name
-    fast_path = name if name in _dynamo_compat.FAST_PATHS else None
     if substitution.library == "optree":
         return _register_in_front_of_torch(original, name, substitution.twin)
     try:
-        handle = _dynamo_compat.substitute(original, _gate(substitution.twin, name))
+        handle = _dynamo.substitute(original, _gate(substitution.twin, name))
     except ValueError as error:  # something else already handles it
         return f"already handled elsewhere: {error}"
     REGISTERED[name] = (original, handle)
-    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, fast_path):
+    if not _dynamo.route(original, name, MODE_FLAG):
         UNGUARDED.add(name)
     return None
 
 
 def _untraced(name: str) -> Callable[..., Any]:
     """What Dynamo meets for an optree C function while the mode is off: a graph break."""
-    graph_break = _dynamo_compat.graph_break_function()
+    graph_break = _dynamo.graph_break_function()
     reason = f"{name} is C code Dynamo does not trace: dynamo-tree-compat is disabled here"
 
     def untraced(*args: Any, **kwargs: Any) -> None:
@@ -317,22 +316,21 @@ def _register_in_front_of_torch(
     original traced as plain code (a C function: a graph break, as without the package).
     """
     unexpected = "left to torch: its Dynamo internals are not as this package expects"
-    if not _dynamo_compat.fast_path_support() or not _dynamo_compat.hook_spec_inputs(MODE_FLAG):
+    if _dynamo.optree_layer_off() or not _dynamo.hook_builder(MODE_FLAG):
         return unexpected
     python_code = isinstance(original, types.FunctionType)
     ours = (twin or _clone(original, module=f"{__name__}.own_code")) if python_code else None
     handle = torch_way = None
-    if original not in _dynamo_compat.torch_polyfills():  # no registration of torch's
+    if original not in _dynamo.torch_polyfills():  # no registration of torch's
         stand_in = _clone(original) if python_code else _untraced(name)
         try:
-            handle = _dynamo_compat.substitute(original, stand_in)
+            handle = _dynamo.substitute(original, stand_in)
         except ValueError as error:
             return f"already handled elsewhere: {error}"
         torch_way = stand_in if python_code else None
-    fast_path = name if name in _dynamo_compat.FAST_PATHS else None
-    if not _dynamo_compat.guard_on_flag(original, MODE_FLAG, fast_path, torch_way, ours):
+    if not _dynamo.route(original, name, MODE_FLAG, torch_way, ours):
         if handle is not None:
-            _dynamo_compat.unsubstitute(original, handle)
+            _dynamo.unsubstitute(original, handle)
         return unexpected
     REGISTERED[name] = (original, handle)
     return None
@@ -346,14 +344,14 @@ def uninstall() -> list[str]:
     torch 2.13 can crash when torch._dynamo.reset() runs while another thread runs
     compiled code.
     """
-    with _dynamo_compat.compile_lock(), _lock:
+    with _dynamo.compile_lock(), _lock:
         stuck = []
         unguarded_removed = False
         for key, (original, handle) in list(REGISTERED.items()):
             if handle is None:  # torch's own registration, with our fast path in front
-                removed = _dynamo_compat.unhook(original)
+                removed = _dynamo.unroute(original)
             else:
-                removed = _dynamo_compat.unsubstitute(original, handle)
+                removed = _dynamo.unsubstitute(original, handle)
             if removed:
                 del REGISTERED[key]
                 unguarded_removed |= key in UNGUARDED
@@ -361,7 +359,7 @@ def uninstall() -> list[str]:
             else:
                 stuck.append(key)
         if not any(key.startswith("optree.") for key in REGISTERED):
-            _dynamo_compat.unhook_spec_inputs()  # tree specs coming in: torch's way again
+            _dynamo.unhook_builder()  # tree specs coming in: torch's way again
         if unguarded_removed:
-            _dynamo_compat.reset_compiled_code()
+            _dynamo.reset_compiled_code()
     return stuck

@@ -16,7 +16,7 @@ keras = pytest.importorskip("keras")
 import torch  # noqa: E402
 
 import dynamo_tree_compat  # noqa: E402
-from dynamo_tree_compat import _dynamo_compat  # noqa: E402
+from dynamo_tree_compat import _dynamo  # noqa: E402
 
 
 def sequential() -> Any:
@@ -57,7 +57,7 @@ def compile_and_count(model: Any, scope: Any) -> tuple[list[Any], int, bool]:
         return graph_module.forward
 
     torch._dynamo.reset()
-    with scope, _dynamo_compat.GraphBreakRecorder() as recorder:
+    with scope, _dynamo.GraphBreakRecorder() as recorder:
         actual = torch.compile(model, backend=counting_backend)(x)
     return recorder.breaks, len(graphs), bool(torch.allclose(expected, actual, atol=1e-5))
 

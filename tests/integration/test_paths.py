@@ -13,7 +13,7 @@ import torch
 from torch._dynamo.testing import CompileCounter
 
 import dynamo_tree_compat
-from tests.structures import assert_identical
+from tests.helpers.structures import assert_identical
 
 tree = pytest.importorskip("tree")
 optree = pytest.importorskip("optree")

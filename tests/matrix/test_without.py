@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.fresh import run_fresh
+from tests.helpers.fresh import run_fresh
 
 MISSING = {name for name in os.environ.get("DTC_MISSING", "").split(",") if name}
 HAS_DM_TREE = "tree" not in MISSING

@@ -14,7 +14,7 @@ import optree
 import torch
 from hypothesis import strategies as st
 
-from tests.optree_calls import NS, Box, Cfg, Pair, Point
+from tests.helpers.optree_calls import NS, Box, Cfg, Pair, Point
 
 Spec = tuple[str, Any]
 #: Node kinds, with how many children each takes (None: any number).

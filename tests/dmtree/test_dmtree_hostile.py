@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dynamo_tree_compat import dmtree
-from tests.structures import assert_identical, assert_same_outcome, outcome
+from tests.helpers.structures import assert_identical, assert_same_outcome, outcome
 
 tree = pytest.importorskip("tree")
 

@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo_compat, substitutions
-from tests.fast_path_helpers import compiled, fresh_dynamo, stats  # noqa: F401
-from tests.structures import COMPILED_EXAMPLES, assert_identical, outcome
+from dynamo_tree_compat import _dynamo, substitutions
+from dynamo_tree_compat._dynamo import builder_hooks
+from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.structures import COMPILED_EXAMPLES, assert_identical, outcome
 
 optree = pytest.importorskip("optree")
-from tests.optree_calls import CALLS, METHODS, NS, RAISES, STATEFUL, Pair, Point  # noqa: E402
-from tests.optree_trees import build, options, prefix_of, spec_of, trees  # noqa: E402
+from tests.helpers.optree_calls import CALLS, METHODS, NS, RAISES, STATEFUL, Pair, Point  # noqa: E402
+from tests.helpers.optree_trees import build, options, prefix_of, spec_of, trees  # noqa: E402
 
 
 def _functions() -> list[str]:
@@ -255,20 +256,20 @@ def test_disabled_mode_leaves_optree_to_torch() -> None:
 
 
 def _ours(function: Any) -> bool:
-    return function.__module__ == _dynamo_compat.__name__
+    return function.__module__ == builder_hooks.__name__
 
 
 def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> None:
     spec = optree.tree_structure([0, 0])
     substitutions.uninstall()
     try:
-        assert not _dynamo_compat._SPEC_HOOK
+        assert not _dynamo.is_builder_hooked()
         assert not _ours(torch._dynamo.convert_frame.has_tensor_in_frame)
         with pytest.raises(torch._dynamo.exc.Unsupported):  # torch cannot read the C spec
             compiled(lambda s, x: s.unflatten([x, x]))(spec, torch.ones(1))
     finally:
         substitutions.install()
-    assert _dynamo_compat._SPEC_HOOK
+    assert _dynamo.is_builder_hooked()
     assert _ours(torch._dynamo.convert_frame.has_tensor_in_frame)
     torch._dynamo.reset()
     x = torch.ones(1)
@@ -278,7 +279,7 @@ def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> Non
 def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where Dynamo's builder is not as expected, nothing of optree is registered."""
     substitutions.uninstall()
-    monkeypatch.setattr(_dynamo_compat, "hook_spec_inputs", lambda flag: False)
+    monkeypatch.setattr(builder_hooks, "hook", lambda flag: False)
     try:
         outcome = substitutions.install()
         assert outcome["optree._C.flatten"].startswith("left to torch")
@@ -631,10 +632,10 @@ def test_what_is_not_known_while_tracing_breaks_the_graph_then_runs_eagerly(case
 def test_deeper_than_the_limit_is_a_graph_break_naming_it() -> None:
     """Past OPTREE_MAX_DEPTH the call breaks the graph. (Resuming after the break is then
     Dynamo's own business, and its code recurses too deep on such a structure.)"""
-    deep = _deep(torch.zeros(1), _dynamo_compat.OPTREE_MAX_DEPTH + 5)
+    deep = _deep(torch.zeros(1), _dynamo.OPTREE_MAX_DEPTH + 5)
     with pytest.raises(torch._dynamo.exc.Unsupported, match="deeper than"):
         compiled(lambda tree: optree.tree_leaves(tree))(deep)
-    shallow = _deep(torch.zeros(1), _dynamo_compat.OPTREE_MAX_DEPTH - 50)
+    shallow = _deep(torch.zeros(1), _dynamo.OPTREE_MAX_DEPTH - 50)
     assert_identical(optree.tree_leaves(shallow), compiled(optree.tree_leaves)(shallow))
 
 

@@ -21,8 +21,8 @@ import torch
 
 import dynamo_tree_compat
 from dynamo_tree_compat import substitutions
-from tests import workers
-from tests.structures import assert_identical
+from tests.helpers import workers
+from tests.helpers.structures import assert_identical
 
 tree = pytest.importorskip("tree")
 DEADLOCK_SECONDS = 240
@@ -96,7 +96,7 @@ def test_scopes_install_and_uninstall_from_8_threads_while_2_threads_compile() -
     assert not errors, errors
     # No lost registration: every twin is registered, and a full graph traces again.
     assert {s.original_name for s in substitutions.DM_TREE} <= set(substitutions.REGISTERED)
-    assert dynamo_tree_compat.activation.twins_enabled is True
+    assert dynamo_tree_compat.config.twins_enabled is True
     torch._dynamo.reset()
     step = _fresh_function(999)
     x = torch.ones(2)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo_compat
-from tests.structures import (
+from dynamo_tree_compat import _dynamo, config
+from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     LEAF_KINDS,
     MAPPING_KINDS,
@@ -263,19 +263,19 @@ def compile_and_compare(names: list[str], fast_path: bool, spec: Spec) -> None:
         return {name: CALLS[name](structure) for name in names}
 
     torch._dynamo.reset()
-    _dynamo_compat.FAST_PATH_STATS.clear()
-    saved, _dynamo_compat.FAST_PATH_ON = _dynamo_compat.FAST_PATH_ON, fast_path
+    _dynamo.STATS.clear()
+    saved, config.fast_path = config.fast_path, fast_path
     try:
         expected = every_call(build(spec, tensor_leaves))
         assert_identical(expected, compiled(every_call)(build(spec, tensor_leaves)))
     finally:
-        _dynamo_compat.FAST_PATH_ON = saved
-    taken = {key for key in _dynamo_compat.FAST_PATH_STATS if key.startswith("taken:")}
+        config.fast_path = saved
+    taken = {key for key in _dynamo.STATS if key.startswith("taken:")}
     if not fast_path:
         assert not taken
     elif is_plain(spec):
         assert {f"taken:tree.{FAST_CALLS[n]}" for n in names if n in FAST_CALLS} <= taken
-        assert not any(key.startswith("fallback:") for key in _dynamo_compat.FAST_PATH_STATS)
+        assert not any(key.startswith("fallback:") for key in _dynamo.STATS)
 
 
 @pytest.mark.parametrize(

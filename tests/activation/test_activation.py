@@ -12,9 +12,9 @@ from torch._dynamo.testing import CompileCounter
 from torch._dynamo.utils import counters
 
 import dynamo_tree_compat
-from dynamo_tree_compat import activation
-from tests.fresh import run_fresh
-from tests.structures import assert_identical
+from dynamo_tree_compat import config
+from tests.helpers.fresh import run_fresh
+from tests.helpers.structures import assert_identical
 
 tree = pytest.importorskip("tree")
 
@@ -173,20 +173,20 @@ def test_function_compiled_inside_a_scope_recompiles_outside(step: Any) -> None:
 def test_scopes_nest_and_restore_on_exception() -> None:
     assert dynamo_tree_compat.status().mode == "on"
     with dynamo_tree_compat.disabled():
-        assert activation.twins_enabled is False
+        assert config.twins_enabled is False
         with pytest.raises(KeyError), dynamo_tree_compat.enabled():
-            assert activation.twins_enabled is True
+            assert config.twins_enabled is True
             raise KeyError("inside")
-        assert activation.twins_enabled is False
-    assert activation.twins_enabled is True
+        assert config.twins_enabled is False
+    assert config.twins_enabled is True
 
 
 def test_scopes_work_as_decorators(step: Any) -> None:
     @dynamo_tree_compat.disabled()
     def run_disabled() -> bool:
-        return activation.twins_enabled
+        return config.twins_enabled
 
-    assert (run_disabled(), run_disabled(), activation.twins_enabled) == (False, False, True)
+    assert (run_disabled(), run_disabled(), config.twins_enabled) == (False, False, True)
 
 
 def test_scopes_are_process_wide_and_threads_restore_their_own() -> None:
@@ -202,11 +202,11 @@ def test_scopes_are_process_wide_and_threads_restore_their_own() -> None:
     thread = threading.Thread(target=worker)
     thread.start()
     entered.wait(10)
-    seen_from_main.append(activation.twins_enabled)
+    seen_from_main.append(config.twins_enabled)
     leave.set()
     thread.join(10)
     assert seen_from_main == [False]  # a scope applies to every thread
-    assert activation.twins_enabled is True
+    assert config.twins_enabled is True
 
 
 def test_many_threads_entering_and_leaving_leave_the_mode_as_it_was() -> None:
@@ -220,7 +220,7 @@ def test_many_threads_entering_and_leaving_leave_the_mode_as_it_was() -> None:
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert activation.twins_enabled is True
+    assert config.twins_enabled is True
 
 
 # --- Explicit control ------------------------------------------------------------------
@@ -277,9 +277,11 @@ def test_autoload_loads_only_the_small_modules_and_reports_its_cost() -> None:
     assert completed.stdout.strip() == str(
         [
             "dynamo_tree_compat",
-            "dynamo_tree_compat._dynamo_compat",
+            "dynamo_tree_compat._dynamo",
+            "dynamo_tree_compat._dynamo.runtime",
             "dynamo_tree_compat.activation",
             "dynamo_tree_compat.autoload",
+            "dynamo_tree_compat.config",
         ]
     )
 

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 import torch
 
-from dynamo_tree_compat import _dynamo_compat
+from dynamo_tree_compat import _dynamo
 
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo() -> Iterator[None]:
     """Each test starts and ends with no compiled code and no fast-path counts."""
     torch._dynamo.reset()
-    _dynamo_compat.FAST_PATH_STATS.clear()
+    _dynamo.STATS.clear()
     yield
     torch._dynamo.reset()
 
@@ -26,5 +26,5 @@ def compiled(function: Callable[..., Any], fullgraph: bool = True) -> Callable[.
 
 def stats(prefix: str) -> set[str]:
     """The calls counted under ``prefix`` ("taken:", "fallback:", "cycle:")."""
-    counted = _dynamo_compat.FAST_PATH_STATS
+    counted = _dynamo.STATS
     return {key.removeprefix(prefix) for key in counted if key.startswith(prefix)}

@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamo_tree_compat import optree_twins
-from tests.structures import assert_same_ending, outcome
+from tests.helpers.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")
-from tests.optree_trees import build, options, prefix_of, trees  # noqa: E402
+from tests.helpers.optree_trees import build, options, prefix_of, trees  # noqa: E402
 
 
 @given(spec=trees(), drawn=options())

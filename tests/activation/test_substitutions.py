@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo_compat, substitutions
-from tests.fresh import run_fresh
+from dynamo_tree_compat import _dynamo, substitutions
+from dynamo_tree_compat._dynamo import internals
+from tests.helpers.fresh import run_fresh
 
 tree = pytest.importorskip("tree")
 optree = pytest.importorskip("optree")
@@ -127,16 +128,18 @@ def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None
         """
     )
     first, second = completed.stdout.strip().splitlines()
-    assert (
-        first == "1 dynamo-tree-compat is doing nothing: " + _dynamo_compat.SUBSTITUTE_UNAVAILABLE
-    )
-    assert second == _dynamo_compat.SUBSTITUTE_UNAVAILABLE
+    assert first == "1 dynamo-tree-compat is doing nothing: " + _dynamo.SUBSTITUTE_UNAVAILABLE
+    assert second == _dynamo.SUBSTITUTE_UNAVAILABLE
+
+
+def _moved() -> None:
+    raise internals.Missing("moved, for the test")
 
 
 def test_uninstall_falls_back_when_dynamo_tables_have_moved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_dynamo_compat, "_registration_tables", lambda: None)
+    monkeypatch.setattr(internals, "registration_tables", _moved)
     assert set(substitutions.uninstall()) == set(substitutions.REGISTERED) != set()
     assert "tree.flatten" in substitutions.REGISTERED  # left in place, still working
     monkeypatch.undo()
@@ -149,8 +152,8 @@ def test_uninstall_falls_back_when_dynamo_tables_have_moved(
 def test_mode_guard_falls_back_when_dynamo_tables_have_moved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_dynamo_compat, "_registration_tables", lambda: None)
-    assert not _dynamo_compat.guard_on_flag(tree.flatten, substitutions.MODE_FLAG)
+    monkeypatch.setattr(internals, "registration_tables", _moved)
+    assert not _dynamo.route(tree.flatten, "tree.flatten", substitutions.MODE_FLAG)
 
 
 def test_every_registration_guards_on_the_mode() -> None:

@@ -16,12 +16,13 @@ import pytest
 import torch
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo_compat
-from tests.fast_path_helpers import compiled, fresh_dynamo, stats  # noqa: F401
-from tests.structures import assert_identical, outcome
+from dynamo_tree_compat import _dynamo, config
+from dynamo_tree_compat._dynamo import handlers, internals
+from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.structures import assert_identical, outcome
 
 tree = pytest.importorskip("tree")
-FAST = tuple(name for name in _dynamo_compat.FAST_PATHS if name.startswith("tree."))
+FAST = tuple(name for name in _dynamo.FAST_PATHS if name.startswith("tree."))
 
 
 def benchmark_structure(x: torch.Tensor) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def test_taken_for_dicts_lists_and_tuples_built_inside(name: str) -> None:
     explanation = torch._dynamo.explain(body)(x)
     assert (explanation.graph_count, explanation.graph_break_count) == (1, 0)
     torch._dynamo.reset()
-    _dynamo_compat.FAST_PATH_STATS.clear()
+    _dynamo.STATS.clear()
     assert_identical(body(x), compiled(body)(x))
     assert stats("taken:") == {name} and not stats("fallback:")
 
@@ -108,7 +109,7 @@ FALLBACKS: dict[str, Callable[[torch.Tensor], Any]] = {
     "enum key": lambda x: {Colour.RED: x},
     "set leaf": lambda x: [x, {1, 2}],
     "tensor subclass leaf": lambda x: [x, x.as_subclass(SubTensor)],
-    "deeper than the fast path goes": lambda x: _nest(x, _dynamo_compat.FAST_PATH_MAX_DEPTH + 5),
+    "deeper than the fast path goes": lambda x: _nest(x, _dynamo.FAST_PATH_MAX_DEPTH + 5),
 }
 
 
@@ -214,13 +215,17 @@ def test_disabled_mode_takes_no_fast_path() -> None:
 
 
 def test_forced_off_traces_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_dynamo_compat, "FAST_PATH_ON", False)
+    monkeypatch.setattr(config, "fast_path", False)
     x = torch.ones(2)
     result = compiled(lambda x: tree.flatten(benchmark_structure(x)))(x)
     assert_identical(tree.flatten(benchmark_structure(x)), result)
-    assert not _dynamo_compat.FAST_PATH_STATS
+    assert not _dynamo.STATS
 
 
 def test_moved_dynamo_classes_mean_no_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_dynamo_compat, "_kinds", lambda: None)
-    assert _dynamo_compat._fast_variable_class.__wrapped__() is None
+    def moved() -> None:
+        raise internals.Missing("moved, for the test")
+
+    monkeypatch.setattr(internals, "kinds", moved)
+    with pytest.raises(internals.Missing):
+        handlers.handled_variable_class.__wrapped__()

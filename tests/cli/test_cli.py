@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fresh import run_fresh
+from tests.helpers.fresh import run_fresh
 
 pytest.importorskip("tree")
 
@@ -153,10 +153,10 @@ def test_torch_without_optree_polyfills_still_traces_optree() -> None:
         """
         import torch, torch._dynamo, optree, tree
         import dynamo_tree_compat
-        from dynamo_tree_compat import _dynamo_compat, cli
-        for original, handle in _dynamo_compat.torch_polyfills().items():
+        from dynamo_tree_compat import _dynamo, cli
+        for original, handle in _dynamo.torch_polyfills().items():
             if str(getattr(original, "__module__", "")).startswith("optree"):
-                _dynamo_compat.unsubstitute(original, handle)
+                _dynamo.unsubstitute(original, handle)
         dynamo_tree_compat.install()  # DYNAMO_TREE_COMPAT=0: nothing registered before
         states = {name: state for library, name, state in cli.coverage() if library == "optree"}
         print(states["optree.tree_leaves"])

@@ -17,8 +17,8 @@ import attr
 import pytest
 import torch
 
-from tests.fast_path_helpers import compiled, fresh_dynamo  # noqa: F401
-from tests.structures import assert_same_ending, outcome
+from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
+from tests.helpers.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamo_tree_compat import dmtree
-from tests.structures import (
+from tests.helpers.structures import (
     LEAF_KINDS,
     MAPPING_KINDS,
     VIEW_KINDS,

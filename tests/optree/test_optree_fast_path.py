@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo_compat
-from tests.fast_path_helpers import compiled, fresh_dynamo, stats  # noqa: F401
-from tests.structures import (
+from dynamo_tree_compat import _dynamo
+from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     Spec,
     assert_identical,
@@ -129,7 +129,7 @@ def test_disabled_mode_leaves_everything_to_torch() -> None:
     x = torch.ones(2)
     with dynamo_tree_compat.disabled():
         compiled(lambda x: optree.tree_leaves({"a": x}))(x)
-    assert not _dynamo_compat.FAST_PATH_STATS
+    assert not _dynamo.STATS
 
 
 def _paths_seen(structure: Any, none_is_leaf: bool) -> list[Any]:
@@ -179,7 +179,7 @@ def test_generated_plain_structures_trace_like_eager(spec: Spec, none_is_leaf: b
         )
 
     torch._dynamo.reset()
-    _dynamo_compat.FAST_PATH_STATS.clear()
+    _dynamo.STATS.clear()
     expected = body(build(spec, tensor_leaves))
     assert_identical(expected, compiled(body)(build(spec, tensor_leaves)))
     assert stats("taken:") == set(NAMES)

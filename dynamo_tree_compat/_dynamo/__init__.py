@@ -1,0 +1,100 @@
+"""Every private TorchDynamo access of the package, behind one seam.
+
+The contract: the rest of the package uses only the names in ``__all__`` below, through
+this package (``from . import _dynamo``; ``_dynamo.route(...)``). Each loads its module
+on first use, so that ``import torch`` (autoload) loads only :mod:`.runtime`.
+
+One module per concern:
+
+- :mod:`.internals`: the seam. Every Dynamo class, attribute and function read,
+  looked up by what is present; supporting a new torch means editing it alone.
+- :mod:`.runtime`: the compile lock, logging, counters (light: loads with autoload).
+- :mod:`.registration`: ``substitute_in_graph``, and routing originals to handlers.
+- :mod:`.guards`: what a traced graph guards on.
+- :mod:`.reading`: the shared helpers for reading structures from variables.
+- :mod:`.handlers`: the handler table, and the one guard every handler runs behind.
+- :mod:`.dmtree_fast`, :mod:`.optree_fast`: fast paths for common structures.
+- :mod:`.optree_c`: optree's C layer and its PyTreeSpec variable.
+- :mod:`.builder_hooks`: hooks on Dynamo's variable builder and frame check.
+- :mod:`.probes`: tries each hook once, and turns off those that fail.
+- :mod:`.graph_breaks`: Dynamo's graph-break log, read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "FAST_PATHS",
+    "FAST_PATH_MAX_DEPTH",
+    "HOOKS_OFF",
+    "LOG",
+    "OPTREE_C_LAYER",
+    "OPTREE_MAX_DEPTH",
+    "STATS",
+    "SUBSTITUTE_UNAVAILABLE",
+    "GraphBreak",
+    "GraphBreakRecorder",
+    "Missing",
+    "compile_lock",
+    "graph_break_function",
+    "has_handler",
+    "hook_builder",
+    "is_builder_hooked",
+    "lookup_backend",
+    "optree_layer_off",
+    "probe",
+    "register_log_name",
+    "reset_compiled_code",
+    "route",
+    "substitute",
+    "substitution_support",
+    "torch_polyfills",
+    "unhook_builder",
+    "unroute",
+    "unsubstitute",
+]
+
+# name -> (module, attribute there)
+_CONTRACT: dict[str, tuple[str, str]] = {
+    "FAST_PATHS": ("handlers", "FAST_PATHS"),
+    "OPTREE_C_LAYER": ("handlers", "OPTREE_C_LAYER"),
+    "FAST_PATH_MAX_DEPTH": ("reading", "FAST_PATH_MAX_DEPTH"),
+    "OPTREE_MAX_DEPTH": ("reading", "OPTREE_MAX_DEPTH"),
+    "HOOKS_OFF": ("runtime", "HOOKS_OFF"),
+    "LOG": ("runtime", "LOG"),
+    "STATS": ("runtime", "STATS"),
+    "compile_lock": ("runtime", "compile_lock"),
+    "register_log_name": ("runtime", "register_log_name"),
+    "SUBSTITUTE_UNAVAILABLE": ("registration", "SUBSTITUTE_UNAVAILABLE"),
+    "has_handler": ("registration", "has_handler"),
+    "route": ("registration", "route"),
+    "substitute": ("registration", "substitute"),
+    "substitution_support": ("registration", "substitution_support"),
+    "torch_polyfills": ("registration", "torch_polyfills"),
+    "unroute": ("registration", "unroute"),
+    "unsubstitute": ("registration", "unsubstitute"),
+    "hook_builder": ("builder_hooks", "hook"),
+    "unhook_builder": ("builder_hooks", "unhook"),
+    "is_builder_hooked": ("builder_hooks", "is_hooked"),
+    "probe": ("probes", "probe"),
+    "optree_layer_off": ("probes", "optree_layer_off"),
+    "Missing": ("internals", "Missing"),
+    "graph_break_function": ("internals", "graph_break_function"),
+    "lookup_backend": ("internals", "lookup_backend"),
+    "reset_compiled_code": ("internals", "reset_compiled_code"),
+    "GraphBreak": ("graph_breaks", "GraphBreak"),
+    "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _CONTRACT:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _CONTRACT[name]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,153 @@
+"""Hooks on how Dynamo turns a Python value into a variable, and on its frame check.
+
+While the mode is on, Dynamo reads a real ``optree.PyTreeSpec`` that comes in (an
+argument, a global) as this package's spec variable, an ``operator.methodcaller`` as a
+callable, a deque with its ``maxlen``, an object that lies about its class as the object
+it is; a structure too deep for Dynamo's own recursion runs its frame eagerly.
+Each hook steps aside to Dynamo's own code on an unexpected error of its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import operator
+from typing import Any
+
+from . import internals
+from .guards import guard_flag, spec_text_source
+from .optree_c import method_caller_class, spec_variable_class
+from .reading import too_deep
+from .runtime import step_aside
+
+__all__ = ["hook", "is_hooked", "unhook"]
+
+#: (owner, name, what it was before the hook), in the order the hooks went in.
+_HOOKED: list[tuple[Any, str, Any]] = []
+
+
+def _flag_is_on(flag_path: str) -> bool:
+    from .handlers import flag_is_on
+
+    return flag_is_on(flag_path)
+
+
+def _lies_about_its_class(value: Any) -> bool:
+    """An object whose ``__class__`` claims a container its type is not (optree, by its
+    type, takes it for a leaf)."""
+    containers = (list, tuple, dict, set, frozenset)
+    return not issubclass(type(value), containers) and isinstance(value, containers)
+
+
+def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
+    """This package's variable for ``value``, or None to leave it to Dynamo."""
+    import optree
+
+    source = builder.source
+    if type(value) is operator.methodcaller and _flag_is_on(flag_path):
+        # optree's flatten function for @register_pytree_node_class classes.
+        internals.guard_id(source)
+        guard_flag(flag_path)
+        return method_caller_class()(value, source=source)
+    if type(value) is optree.PyTreeSpec:
+        guard_flag(flag_path)
+        if _flag_is_on(flag_path):
+            internals.guard_type(source)
+            internals.guard_constant(spec_text_source(source))
+            return spec_variable_class()(value, source=source)
+        return None
+    if _lies_about_its_class(value) and _flag_is_on(flag_path):
+        # Dynamo takes it for the container it claims to be, and fails on it.
+        internals.guard_type(source)
+        guard_flag(flag_path)
+        return internals.kinds().UserObject(value, source=source)
+    if type(value) is collections.deque and value.maxlen is not None:
+        if _flag_is_on(flag_path) and source is not None:
+            return _with_maxlen(wrap(builder, value), source, value.maxlen, flag_path)
+    return None
+
+
+def _with_maxlen(variable: Any, source: Any, maxlen: int, flag_path: str) -> Any:
+    """Dynamo builds a deque that comes in without its maxlen: ``deque.maxlen`` then reads
+    None, in optree's own deque flatten function too. This puts it back, guarded.
+    """
+    current = getattr(variable, "maxlen", None)
+    had_none = hasattr(current, "is_python_constant") and current.is_python_constant()
+    had_none = had_none and current.as_python_constant() is None
+    if internals.set_deque_maxlen(variable, maxlen) and had_none:
+        internals.guard_constant(internals.sources().Attr(source, "maxlen"))
+        guard_flag(flag_path)
+    return variable
+
+
+def hook(flag_path: str) -> bool:
+    """Installs the builder and frame-check hooks; False, changing nothing, where
+    Dynamo's builder has moved."""
+    if _HOOKED:
+        return True
+    try:
+        owner, name = internals.builder_wrap()
+        internals.sources()
+        spec_variable_class()
+        method_caller_class()
+    except (internals.Missing, ImportError, AttributeError, TypeError):
+        return False
+    wrap = getattr(owner, name)
+
+    def wrap_with_our_variables(builder: Any, value: Any) -> Any:
+        try:
+            variable = _ours(builder, value, flag_path, wrap)
+        except internals.dynamo_errors():
+            raise
+        except Exception as error:  # noqa: BLE001 - step aside to Dynamo's own builder
+            step_aside("the variable builder hook", error)
+            variable = None
+        if variable is not None:
+            return variable
+        try:
+            return wrap(builder, value)
+        except RecursionError:  # Dynamo's builder recurses through a list that comes in
+            if not isinstance(value, (list, tuple, dict)) or not _flag_is_on(flag_path):
+                raise
+            return too_deep(internals.builder_tx(builder), "a structure that comes in")
+
+    _HOOKED.append((owner, name, wrap))
+    setattr(owner, name, wrap_with_our_variables)
+    _hook_tensor_check(flag_path)
+    return True
+
+
+def _hook_tensor_check(flag_path: str) -> None:
+    """Dynamo asks of each new frame whether it holds a tensor, recursing through its
+    arguments: through a structure nested deeper than Python allows, that raises
+    RecursionError out of Dynamo's frame callback. While the mode is on, the answer is
+    then yes: Dynamo tries the frame, and this package, meeting the structure, runs the
+    frame eagerly (see ``reading.too_deep``), where optree gives its own result or error.
+    """
+    try:
+        owner, name = internals.tensor_check()
+    except (internals.Missing, ImportError):
+        return
+    original = getattr(owner, name)
+
+    def has_tensor_in_frame(frame: Any) -> bool:
+        try:
+            return original(frame)
+        except RecursionError:
+            if not _flag_is_on(flag_path):
+                raise
+            return True
+
+    _HOOKED.append((owner, name, original))
+    setattr(owner, name, has_tensor_in_frame)
+
+
+def is_hooked() -> bool:
+    """Whether the hooks are in."""
+    return bool(_HOOKED)
+
+
+def unhook() -> None:
+    """Undoes :func:`hook`."""
+    while _HOOKED:
+        owner, name, original = _HOOKED.pop()
+        setattr(owner, name, original)

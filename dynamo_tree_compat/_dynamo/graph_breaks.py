@@ -1,0 +1,96 @@
+"""Dynamo's graph-break log, read: where each break happened and why.
+
+Used by the CLI (the live check, ``explain``) and the tests; nothing here runs while
+Dynamo traces.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+
+from .internals import GRAPH_BREAK_LOGGER
+
+__all__ = ["GraphBreak", "GraphBreakRecorder", "parse_graph_break"]
+
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    # Compiled on first use: most programs never read the log.
+    return (
+        re.compile(r"Graph break.*? in user code at (.+):(\d+)"),
+        re.compile(r"User-inserted graph break\. Message: (.+)"),
+        re.compile(r'File "(.+)", line (\d+), in (\S+)'),
+    )
+
+
+# Lines that lead in to the cause of a graph break, rather than say it.
+_PREAMBLES = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
+
+
+class GraphBreak:
+    """One graph break, as Dynamo's ``graph_breaks`` log reports it."""
+
+    __slots__ = ("frames", "location", "message", "reason")
+
+    def __init__(self, location: str, reason: str, message: str, frames: list[str]) -> None:
+        self.location = location
+        self.reason = reason
+        self.message = message
+        self.frames = frames
+
+    def __repr__(self) -> str:
+        return f"GraphBreak({self.location!r}, {self.reason!r})"
+
+
+def parse_graph_break(message: str) -> GraphBreak:
+    """Reads the location, the cause and the user frames from one log message."""
+    location_pattern, user_message_pattern, frame_pattern = _patterns()
+    found = location_pattern.search(message)
+    location = f"{found.group(1)}:{found.group(2)}" if found else "<unknown>"
+    reason = "<unknown>"
+    lines = message.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("Graph Break Reason:"):
+            candidates = [line.removeprefix("Graph Break Reason:").strip(), *lines[index + 1 :]]
+            for candidate in candidates:
+                text = candidate.strip()
+                if text and not text.startswith(_PREAMBLES):
+                    reason = text
+                    break
+            break
+    raised = re.search(r"Developer debug context: raised exception (.+)", message)
+    if reason == "Observed exception" and raised:
+        reason = f"raises {raised.group(1).strip()}"
+    user_message = user_message_pattern.search(message)
+    if user_message and user_message.group(1).strip() != "None":
+        reason = user_message.group(1).strip()
+    frames = [f"{path}:{line}" for path, line, _ in frame_pattern.findall(message)]
+    return GraphBreak(location, reason, message, frames)
+
+
+class GraphBreakRecorder(logging.Handler):
+    """Collects Dynamo's graph-break reports while active, without printing them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.breaks: list[GraphBreak] = []
+        self._saved: tuple[int, bool] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.breaks.append(parse_graph_break(record.getMessage()))
+
+    def __enter__(self) -> GraphBreakRecorder:
+        logger = logging.getLogger(GRAPH_BREAK_LOGGER)
+        self._saved = (logger.level, logger.propagate)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        logger = logging.getLogger(GRAPH_BREAK_LOGGER)
+        logger.removeHandler(self)
+        if self._saved is not None:
+            logger.level, logger.propagate = self._saved

@@ -1,0 +1,347 @@
+"""Dynamo's internals, as this package reads them: the one seam where torch versions differ.
+
+Every Dynamo class, attribute and function the package touches is looked up here, keyed
+by what is present rather than by version string. The rest of ``_dynamo`` calls these
+functions and never reads a Dynamo attribute itself, so supporting a new torch means
+editing this file alone. Lookups that fail raise :class:`Missing`, which callers treat
+as "this hook is not available here".
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "Missing",
+    "constant",
+    "dict_class",
+    "dict_entries",
+    "dynamo_errors",
+    "graph_break",
+    "guard_constant",
+    "guard_id",
+    "guard_type",
+    "install_global",
+    "is_fullgraph",
+    "kinds",
+    "new_dict",
+    "new_list",
+    "new_tuple",
+    "registration_tables",
+    "skip_frame",
+    "sources",
+]
+
+#: The name of Dynamo's graph-break log.
+GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
+
+
+class Missing(Exception):
+    """What this package reads is not in this torch's Dynamo."""
+
+
+def _cached(function: Callable[[], Any]) -> Callable[[], Any]:
+    """Caches a successful lookup; a failure (Dynamo half imported) may pass later."""
+    found: list[Any] = []
+
+    @functools.wraps(function)
+    def cached() -> Any:
+        if not found:
+            found.append(function())
+        return found[0]
+
+    return cached
+
+
+@_cached
+def kinds() -> types.SimpleNamespace:
+    """Dynamo's variable classes the package reads and builds. Raises :class:`Missing`."""
+    try:
+        import torch
+        from torch._dynamo import variables
+        from torch._dynamo.variables.base import VariableTracker
+
+        try:
+            from torch._dynamo.variables.base import ValueMutationNew
+        except ImportError:  # torch before 2.6: mutations are tracked another way
+            ValueMutationNew = None
+        return types.SimpleNamespace(
+            Base=VariableTracker,
+            List=variables.ListVariable,
+            Tuple=variables.TupleVariable,
+            Dict=variables.ConstDictVariable,
+            Tensor=variables.TensorVariable,
+            Constant=variables.ConstantVariable,
+            Symbol=variables.SymNodeVariable,
+            Deleted=variables.DeletedVariable,
+            Function=variables.UserFunctionVariable,
+            Polyfilled=variables.PolyfilledFunctionVariable,
+            GetAttr=variables.GetAttrVariable,
+            UserObject=variables.UserDefinedObjectVariable,
+            new=ValueMutationNew,
+            tensor_types=(torch.Tensor, torch.nn.Parameter),
+            callables=(
+                variables.BaseUserFunctionVariable,
+                variables.TorchInGraphFunctionVariable,
+                variables.BuiltinVariable,
+                variables.FunctoolsPartialVariable,
+                variables.PolyfilledFunctionVariable,
+            ),
+            dict_takes_user_cls="user_cls"
+            in inspect.signature(variables.ConstDictVariable.__init__).parameters,
+        )
+    except (ImportError, AttributeError, TypeError, ValueError) as error:
+        raise Missing(f"Dynamo's variable classes: {error}") from error
+
+
+def _mutable() -> dict[str, Any]:
+    """The keyword that marks a container as made while tracing, where torch has one."""
+    new = kinds().new
+    return {"mutation_type": new()} if new is not None else {}
+
+
+def new_list(items: list[Any]) -> Any:
+    """A list made while tracing."""
+    return kinds().List(list(items), **_mutable())
+
+
+def new_tuple(items: list[Any]) -> Any:
+    """A tuple made while tracing."""
+    return kinds().Tuple(list(items))
+
+
+def new_dict(items: dict[Any, Any]) -> Any:
+    """A plain dict made while tracing, from key variables (or key trackers) to values."""
+    k = kinds()
+    if k.dict_takes_user_cls:
+        return k.Dict(items, user_cls=dict, **_mutable())
+    return k.Dict(items, **_mutable())
+
+
+def constant(value: Any) -> Any:
+    """A constant variable."""
+    return kinds().Constant.create(value)
+
+
+def dict_class(variable: Any) -> type:
+    """The Python class of a ConstDictVariable (its ``user_cls`` before torch 2.15)."""
+    user_cls = getattr(variable, "user_cls", None)
+    return user_cls if isinstance(user_cls, type) else variable.python_type()
+
+
+def dict_entries(variable: Any) -> list[tuple[Any, Any, Any]]:
+    """``(key variable, key tracker, value variable)`` of a dict variable, in its order."""
+    return [(tracker.vt, tracker, value) for tracker, value in variable.items.items()]
+
+
+def is_fullgraph(tx: Any) -> bool:
+    """Whether a graph break would be an error in this trace (``fullgraph=True``)."""
+    return bool(getattr(tx, "one_graph", True) or getattr(tx, "error_on_graph_break", True))
+
+
+@_cached
+def _unimplemented() -> tuple[Callable[..., Any], bool]:
+    try:
+        from torch._dynamo.exc import unimplemented
+    except ImportError as error:
+        raise Missing(f"torch._dynamo.exc.unimplemented: {error}") from error
+    return unimplemented, "gb_type" in inspect.signature(unimplemented).parameters
+
+
+def graph_break(gb_type: str, context: str, explanation: str, hint: str) -> Any:
+    """Ends the graph at the user's call (Dynamo's ``Unsupported``); never returns."""
+    unimplemented, structured = _unimplemented()
+    if structured:
+        unimplemented(gb_type=gb_type, context=context, explanation=explanation, hints=[hint])
+    unimplemented(f"{gb_type}: {explanation}")  # torch before 2.7: one message
+    raise AssertionError("unimplemented returned")  # pragma: no cover
+
+
+def skip_frame(message: str) -> Any:
+    """Runs the frame being traced eagerly. Raises :class:`Missing` where Dynamo cannot."""
+    from torch._dynamo import exc
+
+    skip = getattr(exc, "SkipFrame", None)
+    if not isinstance(skip, type):
+        raise Missing("torch._dynamo.exc.SkipFrame")
+    raise skip(message)
+
+
+@_cached
+def dynamo_errors() -> tuple[type[BaseException], ...]:
+    """Dynamo's own exceptions: a user error seen while tracing, or a graph break.
+
+    They pass through this package's guards untouched; any other error in the package's
+    code while tracing makes the call step aside.
+    """
+    from torch._dynamo import exc
+
+    return (exc.TorchDynamoException,)
+
+
+@_cached
+def sources() -> types.SimpleNamespace:
+    """Dynamo's guard sources and guard kinds. Raises :class:`Missing`."""
+    try:
+        from torch._dynamo import source
+        from torch._dynamo.guards import GuardBuilder, install_guard
+
+        found = types.SimpleNamespace(
+            Attr=source.AttrSource,
+            Import=source.ImportSource,
+            CallNoArgs=source.CallFunctionNoArgsSource,
+            Item=source.DictGetItemSource,
+            Global=source.GlobalSource,
+            install=install_guard,
+            CONSTANT_MATCH=GuardBuilder.CONSTANT_MATCH,
+            TYPE_MATCH=GuardBuilder.TYPE_MATCH,
+            ID_MATCH=GuardBuilder.ID_MATCH,
+        )
+    except (ImportError, AttributeError) as error:
+        raise Missing(f"Dynamo's guard sources: {error}") from error
+    return found
+
+
+def import_path_source(path: str) -> Any:
+    """The source of a module attribute named by its dotted path, for a guard."""
+    s = sources()
+    module, *names = path.split(".")
+    source = s.Import(module)
+    for name in names:
+        source = s.Attr(source, name)
+    return source
+
+
+def guard_constant(source: Any) -> None:
+    """Guards on the value at ``source`` (by ``==``)."""
+    s = sources()
+    s.install(source.make_guard(s.CONSTANT_MATCH))
+
+
+def guard_type(source: Any) -> None:
+    """Guards on the type of the value at ``source``."""
+    s = sources()
+    s.install(source.make_guard(s.TYPE_MATCH))
+
+
+def guard_id(source: Any) -> None:
+    """Guards on the identity of the value at ``source``."""
+    s = sources()
+    s.install(source.make_guard(s.ID_MATCH))
+
+
+def install_global(tx: Any, prefix: str, value: Any) -> str:
+    """Installs ``value`` as a global of the compiled code; returns its name."""
+    return tx.output.install_global_by_id(prefix, value)
+
+
+def build(tx: Any, name: str, value: Any) -> Any:
+    """Dynamo's variable for ``value``, read through the global ``name`` (so what it holds
+    has a source, and guards)."""
+    from torch._dynamo.variables.builder import VariableBuilder
+
+    return VariableBuilder(tx, sources().Global(name))(value)
+
+
+def resolve_source(tx: Any, source: Any) -> Any:
+    """The real value behind a source, or :class:`Missing` where Dynamo cannot say."""
+    resolve = getattr(tx.output, "resolve_source_value", None)
+    if resolve is None:
+        raise Missing("OutputGraph.resolve_source_value")
+    return resolve(source)
+
+
+def set_deque_maxlen(variable: Any, maxlen: int) -> bool:
+    """Puts a deque variable's ``maxlen`` back; False where Dynamo keeps it otherwise."""
+    current = getattr(variable, "maxlen", None)
+    if not (hasattr(current, "is_python_constant") and current.is_python_constant()):
+        return False
+    if current.as_python_constant() is None:
+        variable.maxlen = constant(maxlen)
+    return True
+
+
+def load_global(codegen: Any, prefix: str, value: Any) -> None:
+    """Makes ``codegen`` load ``value`` as a global of the compiled code."""
+    name = install_global(codegen.tx, prefix, value)
+    codegen.append_output(codegen.create_load_global(name, add=True))
+
+
+def nonvar_fields(*names: str) -> set[str]:
+    """A VariableTracker subclass's ``_nonvar_fields``, with ``names`` added."""
+    return {*names, *kinds().Base._nonvar_fields}
+
+
+def registration_tables() -> tuple[dict[Any, Any], Any, dict[Any, Any], dict[Any, Any]]:
+    """The four tables ``substitute_in_graph`` writes to. Raises :class:`Missing`."""
+    try:
+        from torch._dynamo.trace_rules import _polyfilled_function_ids, get_torch_obj_rule_map
+        from torch._dynamo.variables import PolyfilledFunctionVariable
+        from torch._dynamo.variables.builder import VariableBuilder
+
+        tables = (
+            VariableBuilder._id_dispatch(),
+            _polyfilled_function_ids,
+            get_torch_obj_rule_map(),
+            PolyfilledFunctionVariable._get_polyfill_handlers(),
+        )
+    except (ImportError, AttributeError, TypeError) as error:
+        raise Missing(f"substitute_in_graph's tables: {error}") from error
+    id_dispatch, polyfilled_ids, rule_map, handlers = tables
+    if not (
+        isinstance(id_dispatch, dict)
+        and isinstance(rule_map, dict)
+        and isinstance(handlers, dict)
+        and callable(getattr(polyfilled_ids, "add", None))
+        and callable(getattr(polyfilled_ids, "remove", None))
+    ):
+        raise Missing("substitute_in_graph's tables are of another shape")
+    return tables
+
+
+def builder_wrap() -> tuple[Any, str]:
+    """(owner, name) of the function Dynamo's builder makes a variable of a value with."""
+    from torch._dynamo.variables.builder import VariableBuilder
+
+    if not callable(getattr(VariableBuilder, "_wrap", None)):
+        raise Missing("VariableBuilder._wrap")
+    return VariableBuilder, "_wrap"
+
+
+def builder_tx(builder: Any) -> Any:
+    """The translator a VariableBuilder builds for."""
+    return builder.tx
+
+
+def tensor_check() -> tuple[Any, str]:
+    """(owner, name) of Dynamo's check of a new frame for tensors."""
+    from torch._dynamo import convert_frame
+
+    if not callable(getattr(convert_frame, "has_tensor_in_frame", None)):
+        raise Missing("convert_frame.has_tensor_in_frame")
+    return convert_frame, "has_tensor_in_frame"
+
+
+def graph_break_function() -> Callable[..., None]:
+    """Dynamo's ``graph_break``: traced, it ends the graph; run eagerly, it does nothing."""
+    import torch._dynamo
+
+    return torch._dynamo.graph_break
+
+
+def reset_compiled_code() -> None:
+    """Drops compiled graphs so that none traced with a removed twin runs again."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
+def lookup_backend(name: str) -> Callable[..., Any]:
+    """The compiler behind a ``torch.compile(backend=name)`` string."""
+    from torch._dynamo import lookup_backend as lookup
+
+    return lookup(name)

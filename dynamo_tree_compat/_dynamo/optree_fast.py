@@ -1,0 +1,177 @@
+"""The optree fast path: common calls on dicts, lists, tuples and None.
+
+The structure is read from Dynamo's variables into a skeleton of plain Python
+containers whose leaves are numbers; optree's own C code, run on the skeleton while
+tracing, then says the order of the leaves, their paths and the result's containers.
+Dict order depends on optree's dict_insertion_ordered mode, so the graph guards on it.
+Anything else raises :class:`~.reading.Fallback`: optree's own code then runs over
+this package's C layer.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from . import internals
+from .guards import guard_dict_order
+from .optree_c import wrap
+from .reading import (
+    FAST_PATH_MAX_DEPTH,
+    LEAF,
+    LIST,
+    TUPLE,
+    Cycle,
+    Fallback,
+    node,
+    tree_options,
+)
+
+__all__ = ["HANDLERS"]
+
+_SIGNATURES: dict[Any, inspect.Signature] = {}
+
+
+def _options(original: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The bound arguments and options, if is_leaf is None and the options are constants."""
+    if original not in _SIGNATURES:
+        _SIGNATURES[original] = inspect.signature(original)
+    try:
+        bound = _SIGNATURES[original].bind(*args, **kwargs).arguments
+    except TypeError:  # optree raises its own error
+        raise Fallback from None
+    predicate, none_is_leaf, namespace = tree_options(bound, original.__name__, strict=True)
+    if predicate is not None:
+        raise Fallback
+    return bound, {"none_is_leaf": none_is_leaf, "namespace": namespace}
+
+
+def _skeleton(variable: Any, none_is_leaf: bool, leaves: list[Any], above: list[Any]) -> Any:
+    """Plain containers like the structure's, with leaf numbers for leaves.
+
+    ``above`` holds the containers on the way down, to tell a structure that contains
+    itself (torch's own handling would loop on it) from one that is merely deep.
+    """
+    kind, first, keys, children = node(variable, sort=False)
+    if kind == LEAF:
+        if not none_is_leaf and type(first) is internals.kinds().Constant and first.value is None:
+            return None
+        leaves.append(first)
+        return len(leaves) - 1
+    if any(first is container for container in above):
+        raise Cycle
+    if len(above) >= FAST_PATH_MAX_DEPTH:
+        raise Fallback
+    above.append(first)
+    parts = [_skeleton(child, none_is_leaf, leaves, above) for child in children]
+    above.pop()
+    if kind == LIST:
+        return parts
+    if kind == TUPLE:
+        return tuple(parts)
+    return {key[0]: part for key, part in zip(keys or [], parts)}
+
+
+def _variable(skeleton: Any, values: list[Any]) -> Any:
+    """Dynamo's variable for a skeleton, leaf numbers replaced by ``values``."""
+    cls = type(skeleton)
+    if cls is int:
+        return values[skeleton]
+    if skeleton is None:
+        return internals.constant(None)
+    if cls is list:
+        return internals.new_list([_variable(item, values) for item in skeleton])
+    if cls is tuple:
+        return internals.new_tuple([_variable(item, values) for item in skeleton])
+    return internals.new_dict(
+        {internals.constant(key): _variable(item, values) for key, item in skeleton.items()}
+    )
+
+
+def _flat(variable: Any, options: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+    """(skeleton, leaf variables in optree's order, the real PyTreeSpec)."""
+    import optree
+
+    leaves: list[Any] = []
+    skeleton = _skeleton(variable, options["none_is_leaf"], leaves, [])
+    guard_dict_order(options["namespace"])
+    order, spec = optree.tree_flatten(skeleton, **options)
+    return skeleton, [leaves[index] for index in order], spec
+
+
+def _paths(skeleton: Any, options: dict[str, Any]) -> list[tuple[Any, ...]]:
+    import optree
+
+    return optree.tree_paths(skeleton, **options)
+
+
+def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``optree.tree_leaves``."""
+    import optree
+
+    bound, options = _options(optree.tree_leaves, args, kwargs)
+    _, leaves, _ = _flat(bound["tree"], options)
+    return internals.new_list(leaves)
+
+
+def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+    import optree
+
+    original = optree.tree_map_with_path if with_path else optree.tree_map
+    bound, options = _options(original, args, kwargs)
+    func = bound["func"]
+    if not isinstance(func, internals.kinds().callables):
+        raise Fallback
+    skeleton, leaves, spec = _flat(bound["tree"], options)
+    columns = [leaves]
+    for rest in bound.get("rests", ()):
+        _, rest_leaves, rest_spec = _flat(rest, options)
+        if rest_spec != spec:  # a prefix or a mismatch: optree's own rules, untouched
+            raise Fallback
+        columns.append(rest_leaves)
+    rows = [list(row) for row in zip(*columns)]
+    if with_path:
+        rows = [
+            [internals.new_tuple([internals.constant(entry) for entry in path]), *row]
+            for path, row in zip(_paths(skeleton, options), rows)
+        ]
+    # Everything is checked before the first call of func: from here on, no fallback.
+    results = [func.call_function(tx, row, {}) for row in rows]
+    return _variable(spec.unflatten(range(len(results))), results)
+
+
+def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``optree.tree_map``."""
+    return _tree_map(tx, args, kwargs, with_path=False)
+
+
+def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``optree.tree_map_with_path``."""
+    return _tree_map(tx, args, kwargs, with_path=True)
+
+
+def _tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -> Any:
+    import optree
+
+    bound, options = _options(getattr(optree, name), args, kwargs)
+    skeleton, leaves, spec = _flat(bound["tree"], options)
+    if name == "tree_structure":
+        return wrap(tx, spec)
+    flat = [internals.new_list(leaves), wrap(tx, spec)]
+    if name == "tree_flatten_with_path":
+        flat.insert(0, wrap(tx, _paths(skeleton, options)))
+    return internals.new_tuple(flat)
+
+
+#: Handlers by original: each returns Dynamo's variable for the result, or raises Fallback.
+HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
+    "optree.tree_leaves": tree_leaves,
+    "optree.tree_map": tree_map,
+    "optree.tree_map_with_path": tree_map_with_path,
+    **{
+        f"optree.{name}": functools.partial(_tree_flatten, name=name)
+        for name in ("tree_flatten", "tree_structure", "tree_flatten_with_path")
+    },
+}

@@ -1,0 +1,157 @@
+"""Reading structures from Dynamo's variables: the helpers every handler shares.
+
+One definition each of the leaf types, the depth limits, the option parser, and the
+ways a handler gives up: :class:`Fallback` (the call goes the other way, nothing traced
+yet) or :func:`unsupported` (a graph break; the call then runs eagerly).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import internals
+from .runtime import STATS
+
+__all__ = [
+    "CONSTANT_TYPES",
+    "FAST_PATH_MAX_DEPTH",
+    "OPTREE_MAX_DEPTH",
+    "Cycle",
+    "Fallback",
+    "node",
+    "tree_options",
+    "unsupported",
+]
+
+#: Python types whose values Dynamo holds as constants: leaves for both libraries.
+CONSTANT_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
+#: Key types the fast paths read from a plain dict.
+KEY_TYPES = frozenset({str, int, float, bool, bytes})
+#: The fast paths hand deeper structures to the twin or to optree's own code.
+FAST_PATH_MAX_DEPTH = 100
+#: Deeper optree structures end in a graph break; the call then runs eagerly.
+OPTREE_MAX_DEPTH = 200
+#: optree's own message when a structure contains itself.
+OPTREE_RECURSION = "Maximum recursion depth exceeded during flattening the tree."
+
+LEAF, LIST, TUPLE, DICT = range(4)
+
+
+class Fallback(Exception):
+    """The structure holds something the fast path does not reproduce exactly."""
+
+
+class Cycle(Exception):
+    """The structure contains itself: optree raises RecursionError (torch's way loops)."""
+
+
+def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, list[Any]]:
+    """(kind, variable, dict keys as (key, tracker, key variable), children).
+
+    Dict keys come sorted, as dm-tree takes them, or with ``sort=False`` in insertion
+    order (optree's C code then orders them itself). Raises :class:`Fallback` on
+    anything but an exact list, tuple or dict, a tensor or a constant.
+    """
+    k = internals.kinds()
+    variable = variable.realize()
+    cls = type(variable)
+    if cls is k.List or cls is k.Tuple:
+        return (LIST if cls is k.List else TUPLE), variable, None, variable.items
+    if cls is k.Dict and internals.dict_class(variable) is dict:
+        entries = []
+        for key_variable, tracker, value in internals.dict_entries(variable):
+            if isinstance(value, k.Deleted) or not key_variable.is_python_constant():
+                raise Fallback
+            key = key_variable.as_python_constant()
+            if type(key) not in KEY_TYPES:
+                raise Fallback
+            entries.append((key, tracker, key_variable, value))
+        try:
+            if sort:
+                entries.sort(key=lambda entry: entry[0])
+        except TypeError:  # unsortable keys: the twin raises dm-tree's error
+            raise Fallback from None
+        return DICT, variable, [entry[:3] for entry in entries], [entry[3] for entry in entries]
+    if (
+        (cls is k.Tensor and variable.python_type() in k.tensor_types)
+        or (cls is k.Constant and type(variable.value) in CONSTANT_TYPES)
+        or cls is k.Symbol
+    ):
+        return LEAF, variable, None, []
+    raise Fallback
+
+
+def counted_break(count: str, gb_type: str, what: str, explanation: str, hint: str) -> Any:
+    """Ends the graph at the user's call, counted as ``count:what``; it then runs eagerly."""
+    STATS[f"{count}:{what}"] += 1
+    return internals.graph_break(gb_type, what, explanation, hint)
+
+
+def unsupported(what: str, why: str) -> Any:
+    """Ends the graph here: the call then runs eagerly, in optree's own C code."""
+    return counted_break(
+        "break",
+        "optree call dynamo-tree-compat does not trace",
+        what,
+        f"{what}: {why}. It runs eagerly instead, with optree's own result.",
+        "See the coverage table in dynamo-tree-compat's docs/coverage.md.",
+    )
+
+
+def too_deep(tx: Any, what: str) -> Any:
+    """Past OPTREE_MAX_DEPTH: with fullgraph, the graph break naming it. Without, the
+    whole frame runs eagerly (from then on): resuming after a graph break would have
+    Dynamo's own code recurse over the structure, deeper than Python allows.
+    """
+    why = f"the structure is deeper than {OPTREE_MAX_DEPTH}"
+    if internals.is_fullgraph(tx):
+        return unsupported(what, why)
+    STATS["skip frame:" + what] += 1
+    try:
+        return internals.skip_frame(f"{what}: {why}; dynamo-tree-compat runs this frame eagerly")
+    except internals.Missing:
+        return unsupported(what, why)
+
+
+def cycle_break(what: str) -> Any:
+    """A structure that contains itself: run eagerly, the call raises optree's own error."""
+    return counted_break(
+        "cycle",
+        "optree call on a structure that contains itself",
+        what,
+        f"{what} raises RecursionError: {OPTREE_RECURSION}",
+        "Do not nest a container inside itself.",
+    )
+
+
+def is_variable(value: Any) -> bool:
+    """Whether ``value`` is one of Dynamo's variables."""
+    return isinstance(value, internals.kinds().Base)
+
+
+def is_none(variable: Any) -> bool:
+    """Whether a variable is absent or the constant None."""
+    return variable is None or (
+        variable.is_python_constant() and variable.as_python_constant() is None
+    )
+
+
+def tree_options(bound: dict[str, Any], what: str, strict: bool) -> tuple[Any, bool, str]:
+    """``(is_leaf variable or None, none_is_leaf, namespace)`` from an optree call's bound
+    arguments. Options must be constants of their types: else, with ``strict``,
+    :class:`Fallback`; without, a graph break.
+    """
+    predicate = bound.get("is_leaf", bound.get("leaf_predicate"))
+    predicate = None if is_none(predicate) else predicate
+    found: list[Any] = []
+    for name, default, kind in (("none_is_leaf", False, bool), ("namespace", "", str)):
+        variable = bound.get(name)
+        value = default
+        if variable is not None:
+            value = variable.as_python_constant() if variable.is_python_constant() else None
+            if type(value) is not kind:
+                if strict:
+                    raise Fallback
+                return unsupported(what, f"{name} is not a {kind.__name__} known while tracing")
+        found.append(value)
+    return predicate, found[0], found[1]
