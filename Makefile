@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KERAS_VENV ?= .venv-keras
 KERAS_STAMP := $(KERAS_VENV)/.installed
 
-.PHONY: doctor test integration-keras matrix fuzz-long benchmark clean
+.PHONY: doctor test integration-keras matrix matrix-torch fuzz-long benchmark clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ matrix:
 		optree==0.13.0 attrs wrapt numpy
 	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/optree
 
+## The torch matrix: every torch from 2.5 to 2.15, one environment at a time (each about
+## 5 GB, built, tested, removed). TORCH="2.5.1 2.15.0" picks versions.
+TORCH ?=
+matrix-torch:
+	.ci/matrix-torch $(TORCH)
+
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.
 SEED ?= $(shell date +%s)
@@ -68,4 +74,4 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/compile_time.py
 
 clean:
-	rm -rf $(VENV) $(KERAS_VENV) $(MATRIX_VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info
+	rm -rf $(VENV) $(KERAS_VENV) $(MATRIX_VENV) .venv-torch .pytest_cache .hypothesis .ruff_cache *.egg-info

@@ -204,6 +204,8 @@ def doctor(backend: str, steps: int, as_json: bool) -> int:
                     "versions": report.versions,
                     "mode": report.mode,
                     "activated_by": report.activated_by,
+                    "hooks_off": report.hooks_off,
+                    "stepped_aside": report.stepped_aside,
                     "coverage": [dict(zip(("library", "function", "state"), row)) for row in rows],
                     "runs": [asdict(run) for run in runs],
                     "verdict": verdict,
@@ -215,7 +217,9 @@ def doctor(backend: str, steps: int, as_json: bool) -> int:
     print("dynamo-tree-compat doctor\n")
     print(_table(list(report.versions.items()), ["package", "version"]))
     how = report.activated_by or ("off (DYNAMO_TREE_COMPAT=0)" if report.switched_off else "off")
-    print(f"\nmode: {report.mode}; activated by: {how}\n")
+    print(f"\nmode: {report.mode}; activated by: {how}")
+    hooks = "; ".join(f"{hook} OFF: {why}" for hook, why in report.hooks_off.items())
+    print(f"private Dynamo hooks: {hooks or 'all on'}\n")
     print(_table(rows, ["library", "function", "under torch.compile"]))
     if runs:
         print(f"\nlive check: the built-in model ({', '.join(uses)}), backend={backend}\n")

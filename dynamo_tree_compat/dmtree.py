@@ -214,7 +214,42 @@ def _is_attrs(instance: object) -> bool:
     kind = type(instance)
     if kind in _NESTED_BUILTINS or kind in _LEAF_BUILTINS:
         return False
-    return hasattr(_class_of(instance), "__attrs_attrs__")
+    return _has_attrs_fields(_class_of(instance))
+
+
+def _has_attrs_fields(cls: Any) -> bool:
+    """Whether a class has ``__attrs_attrs__`` (as attrs classes do).
+
+    While Dynamo traces, the registry puts :func:`_has_attrs_fields_traced` in its place.
+    """
+    return hasattr(cls, "__attrs_attrs__")
+
+
+def _attrs_field_names(cls: Any) -> tuple[str, ...]:
+    """The names of an attrs class's fields, in order.
+
+    While Dynamo traces, the registry folds calls of it to a constant (the class is known
+    then): Dynamo before torch 2.7 cannot iterate ``__attrs_attrs__``.
+    """
+    return tuple(field.name for field in cls.__attrs_attrs__)
+
+
+def _attrs_field_names_folded(cls: Any) -> tuple[str, ...] | None:
+    """:func:`_attrs_field_names`, run by Dynamo while tracing; None where it raises, so
+    that the twin raises while traced rather than Dynamo itself."""
+    try:
+        return _attrs_field_names(cls)
+    except Exception:  # noqa: BLE001 - iterating None then raises in the twin
+        return None
+
+
+def _has_attrs_fields_traced(cls: Any) -> bool:
+    """:func:`_has_attrs_fields` as Dynamo traces it: ``getattr`` with a None default,
+    since Dynamo before torch 2.7 can trace neither ``hasattr`` on a class nor ``getattr``
+    with another default. (A class whose ``__attrs_attrs__`` is None then counts as not
+    attrs; eagerly, dm-tree's rule holds and iterating None raises.)
+    """
+    return getattr(cls, "__attrs_attrs__", None) is not None
 
 
 def is_nested(structure: object) -> bool:
@@ -244,7 +279,7 @@ def is_nested(structure: object) -> bool:
         return False
     if isinstance(structure, (dict, abc.Mapping, abc.MappingView)):
         return True
-    if hasattr(_class_of(structure), "__attrs_attrs__"):
+    if _has_attrs_fields(_class_of(structure)):
         return True
     if isinstance(structure, set):
         _warn_about_set()
@@ -267,7 +302,7 @@ def _children(node: Any) -> list[Any]:
                 raise RuntimeError(MAPPING_CHANGED)  # noqa: B904 - C keeps the context
         return values
     if _is_attrs(node):
-        return [getattr(node, field.name) for field in node.__class__.__attrs_attrs__]
+        return [getattr(node, name) for name in _attrs_field_names(node.__class__)]
     if type(node) is list or type(node) is tuple:
         return node
     try:
@@ -313,9 +348,9 @@ def _is_namedtuple(instance: object, strict: bool = False) -> bool:
         return False
     if strict and instance.__class__.__base__ is not tuple:
         return False
-    if not hasattr(instance, "_fields"):
-        return False
-    fields = instance._fields
+    # Read from the class: Dynamo before torch 2.7 cannot read it from a namedtuple made
+    # in the graph. (An instance attribute named _fields is not looked at.)
+    fields = getattr(type(instance), "_fields", None)
     if not isinstance(fields, abc.Sequence):
         return False
     for field in fields:
@@ -324,10 +359,15 @@ def _is_namedtuple(instance: object, strict: bool = False) -> bool:
     return True
 
 
+def _fields_of(instance: Any) -> Any:
+    """A namedtuple's ``_fields``, read from its class (see :func:`_is_namedtuple`)."""
+    return type(_unwrap(instance))._fields
+
+
 def _same_namedtuples(first: Any, second: Any) -> bool:
     if not (hasattr(first, "_fields") and hasattr(second, "_fields")):
         raise RuntimeError("Expected namedtuple-like objects (that have _fields attr)")
-    if first._fields != second._fields:
+    if _fields_of(first) != _fields_of(second):
         return False
     return (
         _class_name(type(first)).rpartition(".")[2] == _class_name(type(second)).rpartition(".")[2]
@@ -487,12 +527,9 @@ def _sorted_items(iterable: Any) -> list[tuple[Any, Any]]:
     if isinstance(iterable, abc.Mapping):
         return [(key, iterable[key]) for key in _sorted(iterable)]
     if _is_attrs(iterable):
-        return [
-            (field.name, getattr(iterable, field.name))
-            for field in iterable.__class__.__attrs_attrs__
-        ]
+        return [(name, getattr(iterable, name)) for name in _attrs_field_names(iterable.__class__)]
     if _is_namedtuple(iterable):
-        return [(field, getattr(iterable, field)) for field in iterable._fields]
+        return [(field, getattr(iterable, field)) for field in _fields_of(iterable)]
     return list(enumerate(iterable))
 
 
@@ -504,7 +541,10 @@ def _yield_sorted_items(iterable: Any) -> Iterator[tuple[Any, Any]]:
     >>> list(_yield_sorted_items({"b": 1, "a": 2}))
     [('a', 2), ('b', 1)]
     """
-    yield from _sorted_items(iterable)
+    # A loop, not ``yield from``: closing the generator would then close the list
+    # iterator, which Dynamo 2.15 cannot do.
+    for item in _sorted_items(iterable):  # noqa: UP028
+        yield item
 
 
 def _yield_value(iterable: Any) -> Iterator[Any]:
@@ -539,6 +579,9 @@ def _sequence_like(instance: Any, args: Iterable[Any]) -> Any:
             return type(instance)(instance.default_factory, pairs)
         if isinstance(instance, types.MappingProxyType):
             return type(instance)(dict(pairs))
+        if type(instance) is collections.OrderedDict:
+            # By name: Dynamo 2.15 cannot call type() of an OrderedDict made in the graph.
+            return collections.OrderedDict(pairs)
         return type(instance)(pairs)
     if isinstance(instance, abc.MappingView):
         return list(args)
@@ -546,9 +589,7 @@ def _sequence_like(instance: Any, args: Iterable[Any]) -> Any:
         instance_type = type(_unwrap(instance))
         try:
             if _is_attrs(instance):
-                return instance_type(
-                    **{field.name: arg for field, arg in zip(instance_type.__attrs_attrs__, args)}
-                )
+                return instance_type(**dict(zip(_attrs_field_names(instance_type), args)))
             return instance_type(*args)
         except Exception as error:
             raise TypeError(f"Couldn't traverse {instance!r} with arguments {args}") from error
@@ -566,12 +607,16 @@ def _is_shallow_leaf(shallow: Any) -> bool:
     )
 
 
-def _flat_up_to(shallow: Any, tree: Any) -> tuple[list[tuple[Path, Any]], BaseException | None]:
+def _flat_up_to(
+    shallow: Any, tree: Any, one_structure: bool = False
+) -> tuple[list[tuple[Path, Any]], BaseException | None]:
     """``tree``'s ``(path, value)`` pairs, flattened as deep as ``shallow`` goes.
 
-    Returns the pairs found before any error, and that error (or None), so that callers
-    can raise it where dm-tree's generator would have. Like that generator, it looks a
-    child up only after the siblings before it have been walked.
+    ``one_structure`` says that ``shallow`` is ``tree`` (flatten_with_path): one walk then
+    serves both sides. (An ``is`` test here would not trace: Dynamo cannot compare
+    containers by identity.) Returns the pairs found before any error, and that error
+    (or None), so that callers can raise it where dm-tree's generator would have. Like
+    that generator, it looks a child up only after the siblings before it have been walked.
     """
     pairs: list[tuple[Path, Any]] = []
     # Each entry: the path, the shallow node, and the (container, key) holding the node.
@@ -600,7 +645,7 @@ def _flat_up_to(shallow: Any, tree: Any) -> tuple[list[tuple[Path, Any]], BaseEx
             else:
                 items = _sorted_items(node)
             by_key = dict(items)
-            if node is shallow_node:  # flatten_with_path: one walk serves both sides
+            if one_structure:
                 shallow_items = items
             else:
                 shallow_items = _sorted_items(shallow_node)
@@ -689,7 +734,7 @@ def _assert_shallow_structure(
 
 def _num_elements(structure: Any) -> int:
     if _is_attrs(structure):
-        return len(structure.__class__.__attrs_attrs__)
+        return len(_attrs_field_names(structure.__class__))
     return len(structure)
 
 
@@ -1076,8 +1121,8 @@ def flatten_with_path_up_to(
     return _raise_or_pairs(shallow_structure, input_structure)
 
 
-def _raise_or_pairs(shallow: Any, tree: Any) -> list[tuple[Path, Any]]:
-    pairs, error = _flat_up_to(shallow, tree)
+def _raise_or_pairs(shallow: Any, tree: Any, one_structure: bool = False) -> list[tuple[Path, Any]]:
+    pairs, error = _flat_up_to(shallow, tree, one_structure)
     if error is not None:
         raise error
     return pairs
@@ -1098,7 +1143,7 @@ def flatten_with_path(structure: Any) -> list[tuple[Path, Any]]:
     Raises:
       TypeError: If ``structure`` contains a mapping whose keys can't be sorted.
     """
-    return _raise_or_pairs(structure, structure)
+    return _raise_or_pairs(structure, structure, one_structure=True)
 
 
 def traverse(fn: Callable[[Any], Any], structure: Any, top_down: bool = True) -> Any:

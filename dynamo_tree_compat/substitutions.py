@@ -123,6 +123,8 @@ OPTREE: tuple[Substitution, ...] = (
             "treespec_leaf",
             "treespec_tuple",
             "treespec_dict",
+            # torch's polyfill fails inside Dynamo on a structseq made in the graph.
+            "structseq_fields",
         )
     ),
     # torch's polyfills of these give a tuple where optree gives DictMetaData.
@@ -234,7 +236,10 @@ def install(wait: bool = True) -> dict[str, str]:
                     if hasattr(sys.modules.get(substitution.module), substitution.name):
                         reason = f"this {library} needs no twin: {library}'s own code is traced"
                 else:
-                    reason = _register(substitution)
+                    try:
+                        reason = _register(substitution)
+                    except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+                        reason = f"left to torch: registering failed with {error!r}"
                 if reason is None:
                     outcome[key] = "registered"
                     NOT_REGISTERED.pop(key, None)
@@ -244,10 +249,18 @@ def install(wait: bool = True) -> dict[str, str]:
             if library == "dm-tree" and "registered" in outcome.values():
                 _connect_dmtree(module)
         if REGISTERED and not _helpers_registered:
-            helpers = [(helper, _do_nothing) for helper in _QUIET_WHILE_TRACING]
-            helpers.append((dmtree._depth_limit, _traced_depth_limit))
-            for helper, stand_in in helpers:
-                _helpers_registered.append((helper, _dynamo.substitute(helper, stand_in)))
+            helpers = [(helper, _do_nothing, False) for helper in _QUIET_WHILE_TRACING]
+            helpers += [
+                (dmtree._depth_limit, _traced_depth_limit, False),
+                (dmtree._has_attrs_fields, dmtree._has_attrs_fields_traced, False),
+                (dmtree._attrs_field_names, dmtree._attrs_field_names_folded, True),
+            ]
+            for helper, stand_in, fold in helpers:
+                try:
+                    handle = _dynamo.substitute(helper, stand_in, fold)
+                    _helpers_registered.append((helper, handle))
+                except Exception as error:  # noqa: BLE001 - the twins then warn while traced
+                    _dynamo.LOG.warning("could not quiet %s while tracing: %r", helper, error)
         return outcome
 
 
@@ -316,7 +329,11 @@ def _register_in_front_of_torch(
     original traced as plain code (a C function: a graph break, as without the package).
     """
     unexpected = "left to torch: its Dynamo internals are not as this package expects"
-    if _dynamo.optree_layer_off() or not _dynamo.hook_builder(MODE_FLAG):
+    if (
+        _dynamo.optree_layer_off()
+        or _dynamo.routing_support()
+        or not _dynamo.hook_builder(MODE_FLAG)
+    ):
         return unexpected
     python_code = isinstance(original, types.FunctionType)
     ours = (twin or _clone(original, module=f"{__name__}.own_code")) if python_code else None

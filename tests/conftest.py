@@ -20,7 +20,15 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
     print_blob=True,
 )
-settings.load_profile("long" if os.environ.get("DTC_FUZZ") == "long" else "ci")
+# A smoke profile, for a first look on a new torch: DTC_FUZZ=smoke.
+settings.register_profile(
+    "smoke",
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
+settings.load_profile(os.environ.get("DTC_FUZZ") or "ci")
 
 # The version-matrix tests run only in the environments `make matrix` builds.
 collect_ignore = [] if os.environ.get("DTC_MATRIX") else ["matrix"]

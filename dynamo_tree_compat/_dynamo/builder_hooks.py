@@ -42,40 +42,49 @@ def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
     """This package's variable for ``value``, or None to leave it to Dynamo."""
     import optree
 
-    source = builder.source
+    source, tx = builder.source, internals.builder_tx(builder)
     if type(value) is operator.methodcaller and _flag_is_on(flag_path):
         # optree's flatten function for @register_pytree_node_class classes.
         internals.guard_id(source)
-        guard_flag(flag_path)
+        guard_flag(tx, flag_path)
         return method_caller_class()(value, source=source)
     if type(value) is optree.PyTreeSpec:
-        guard_flag(flag_path)
+        guard_flag(tx, flag_path)
         if _flag_is_on(flag_path):
             internals.guard_type(source)
-            internals.guard_constant(spec_text_source(source))
+            try:
+                internals.guard_constant(spec_text_source(source))
+            except internals.Missing:  # torch 2.5: no guard on a call; the very same spec
+                internals.guard_id(source)
             return spec_variable_class()(value, source=source)
         return None
     if _lies_about_its_class(value) and _flag_is_on(flag_path):
         # Dynamo takes it for the container it claims to be, and fails on it.
         internals.guard_type(source)
-        guard_flag(flag_path)
+        guard_flag(tx, flag_path)
         return internals.kinds().UserObject(value, source=source)
     if type(value) is collections.deque and value.maxlen is not None:
         if _flag_is_on(flag_path) and source is not None:
-            return _with_maxlen(wrap(builder, value), source, value.maxlen, flag_path)
+            return _with_maxlen(tx, wrap(builder, value), source, value.maxlen, flag_path)
     return None
 
 
-def _with_maxlen(variable: Any, source: Any, maxlen: int, flag_path: str) -> Any:
+def _with_maxlen(tx: Any, variable: Any, source: Any, maxlen: int, flag_path: str) -> Any:
     """Dynamo builds a deque that comes in without its maxlen: ``deque.maxlen`` then reads
-    None, in optree's own deque flatten function too. This puts it back, guarded.
+    None, in optree's own deque flatten function too. This puts it back, guarded. On an
+    error of ours, the variable stays as Dynamo built it (it must not be built twice).
     """
-    current = getattr(variable, "maxlen", None)
-    had_none = hasattr(current, "is_python_constant") and current.is_python_constant()
-    had_none = had_none and current.as_python_constant() is None
-    if internals.set_deque_maxlen(variable, maxlen) and had_none:
-        internals.guard_constant(internals.sources().Attr(source, "maxlen"))
-        guard_flag(flag_path)
+    try:
+        current = getattr(variable, "maxlen", None)
+        if hasattr(current, "is_python_constant") and current.is_python_constant():
+            if current.as_python_constant() is None:
+                internals.guard_constant(internals.sources().Attr(source, "maxlen"))
+                guard_flag(tx, flag_path)
+                internals.set_deque_maxlen(variable, maxlen)
+    except internals.dynamo_errors():
+        raise
+    except Exception as error:  # noqa: BLE001 - Dynamo's deque, without its maxlen
+        step_aside("the deque maxlen hook", error)
     return variable
 
 
@@ -89,7 +98,7 @@ def hook(flag_path: str) -> bool:
         internals.sources()
         spec_variable_class()
         method_caller_class()
-    except (internals.Missing, ImportError, AttributeError, TypeError):
+    except Exception:  # noqa: BLE001 - Dynamo's builder is not as expected
         return False
     wrap = getattr(owner, name)
 
@@ -125,7 +134,7 @@ def _hook_tensor_check(flag_path: str) -> None:
     """
     try:
         owner, name = internals.tensor_check()
-    except (internals.Missing, ImportError):
+    except Exception:  # noqa: BLE001 - Dynamo's frame check is not as expected
         return
     original = getattr(owner, name)
 

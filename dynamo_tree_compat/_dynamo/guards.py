@@ -1,13 +1,14 @@
 """The guards a traced graph gets from this package: what must still hold to reuse it.
 
-Guards on state behind a function call (optree's dict-order mode, its registry) read
-the answer through a probe in a table of this module, named by the module's own
-``__name__``, so moving the file cannot silently break them.
+Every guard reads its value through a global the graph installs (a module, or a probe
+object whose ``state`` property asks optree): Dynamo's ``GlobalSource`` and
+``AttrSource`` exist in every torch this package supports, where the sources for
+imports and function calls do not.
 """
 
 from __future__ import annotations
 
-import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,32 +21,49 @@ __all__ = [
     "spec_text_source",
 ]
 
-#: Probes of optree's dict order mode, by namespace; Dynamo's guards call them.
-ORDER_PROBES: dict[str, Callable[[], bool]] = {}
-#: Probes of optree's registry, by class and namespace; Dynamo's guards call them.
-REGISTRY_PROBES: dict[str, Callable[[], tuple[int, int] | None]] = {}
+
+class _Probe:
+    """Holds a question a guard asks each time the graph is about to run."""
+
+    __slots__ = ("ask",)
+
+    def __init__(self, ask: Callable[[], Any]) -> None:
+        self.ask = ask
+
+    @property
+    def state(self) -> Any:
+        """The answer now."""
+        return self.ask()
 
 
-def guard_flag(flag_path: str) -> None:
-    """Makes the graph being traced guard on the module attribute at ``flag_path``."""
-    internals.guard_constant(internals.import_path_source(flag_path))
+#: Probes of optree's dict order mode, by namespace.
+ORDER_PROBES: dict[str, _Probe] = {}
+#: Probes of optree's registry, by class and namespace.
+REGISTRY_PROBES: dict[str, _Probe] = {}
 
 
-def _guard_probe(table: str, key: str) -> None:
+def _guard_attribute(tx: Any, holder: Any, name: str, prefix: str) -> None:
+    """Guards on ``holder.<name>``, read through a global of the compiled code."""
     s = internals.sources()
-    probes = internals.import_path_source(f"{__name__}.{table}")
-    internals.guard_constant(s.CallNoArgs(s.Item(probes, key)))
+    holder_source = s.Global(internals.install_global(tx, prefix, holder))
+    internals.guard_constant(s.Attr(holder_source, name))
 
 
-def guard_dict_order(namespace: str) -> None:
+def guard_flag(tx: Any, flag_path: str) -> None:
+    """Makes the graph being traced guard on the module attribute at ``flag_path``."""
+    module, _, name = flag_path.rpartition(".")
+    _guard_attribute(tx, sys.modules[module], name, "__dtc_flag_module")
+
+
+def guard_dict_order(tx: Any, namespace: str) -> None:
     """Recompiles when optree's dict-order mode for ``namespace`` changes."""
     import optree._C
 
     if namespace not in ORDER_PROBES:
-        ORDER_PROBES[namespace] = functools.partial(
-            optree._C.is_dict_insertion_ordered, namespace, inherit_global_namespace=True
+        ORDER_PROBES[namespace] = _Probe(
+            lambda: optree._C.is_dict_insertion_ordered(namespace, inherit_global_namespace=True)
         )
-    _guard_probe("ORDER_PROBES", namespace)
+    _guard_attribute(tx, ORDER_PROBES[namespace], "state", "__dtc_dict_order")
 
 
 def _registry_probe(cls: type, namespace: str) -> Callable[[], tuple[int, int] | None]:
@@ -59,12 +77,12 @@ def _registry_probe(cls: type, namespace: str) -> Callable[[], tuple[int, int] |
     return probe
 
 
-def guard_registration(cls: type, namespace: str) -> None:
+def guard_registration(tx: Any, cls: type, namespace: str) -> None:
     """Recompiles when ``cls`` is registered or unregistered with optree later."""
     key = f"{cls.__module__}.{cls.__qualname__}@{id(cls)}|{namespace}"
     if key not in REGISTRY_PROBES:
-        REGISTRY_PROBES[key] = _registry_probe(cls, namespace)
-    _guard_probe("REGISTRY_PROBES", key)
+        REGISTRY_PROBES[key] = _Probe(_registry_probe(cls, namespace))
+    _guard_attribute(tx, REGISTRY_PROBES[key], "state", "__dtc_registration")
 
 
 def spec_text_source(source: Any) -> Any:
@@ -76,8 +94,7 @@ def spec_text_source(source: Any) -> Any:
     """
     import optree
 
-    s = internals.sources()
+    attr, call = internals.sources().Attr, internals.call_no_args_source
     if hasattr(optree.PyTreeSpec, "__getstate__"):
-        state = s.CallNoArgs(s.Attr(source, "__getstate__"))
-        return s.CallNoArgs(s.Attr(state, "__repr__"))
-    return s.CallNoArgs(s.Attr(source, "__repr__"))
+        return call(attr(call(attr(source, "__getstate__")), "__repr__"))
+    return call(attr(source, "__repr__"))

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import config
 from . import dmtree_fast, internals, optree_c, optree_fast, probes
-from .reading import Cycle, Fallback, cycle_break
+from .reading import Cycle, Fallback, cycle_break, stepped_aside_break
 from .runtime import STATS, step_aside
 
 __all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "flag_is_on", "handled_variable_class"]
@@ -65,7 +65,15 @@ def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
     except internals.dynamo_errors():
         raise  # the user's own error, or a graph break
     except Exception as error:  # noqa: BLE001 - ours: step aside, never crash the trace
-        step_aside(name, error)
+        if name in OPTREE_C_LAYER:  # torch's way would give specs of another class
+            try:
+                return stepped_aside_break(name, error)
+            except internals.dynamo_errors():
+                raise
+            except Exception:  # noqa: BLE001 - no graph break either: torch's way
+                pass
+        else:
+            step_aside(name, error)
         return None
     STATS["taken:" + name] += 1
     return result
@@ -86,8 +94,13 @@ def handled_variable_class() -> type:
         """A registered original whose calls this package handles at the variable level."""
 
         def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
-            entry = HANDLED.get(id(self.fn))
-            if not entry or entry[0] is not self.fn:
+            try:
+                fn = internals.function_of(self)
+                entry = HANDLED.get(id(fn))
+            except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
+                step_aside("the handled function variable", error)
+                entry = None
+            if not entry or entry[0] is not fn:
                 return super().call_function(tx, args, kwargs)
             _, name, flag_path, torch_way, our_way = entry
             flag_on = flag_is_on(flag_path)

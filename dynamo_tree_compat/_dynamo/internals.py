@@ -63,12 +63,13 @@ def kinds() -> types.SimpleNamespace:
     try:
         import torch
         from torch._dynamo import variables
+        from torch._dynamo.variables import functions
         from torch._dynamo.variables.base import VariableTracker
 
         try:
-            from torch._dynamo.variables.base import ValueMutationNew
-        except ImportError:  # torch before 2.6: mutations are tracked another way
-            ValueMutationNew = None
+            from torch._dynamo.variables.base import ValueMutationNew as new
+        except ImportError:  # torch before 2.6 marks new containers with MutableLocal
+            from torch._dynamo.variables.base import MutableLocal as new
         return types.SimpleNamespace(
             Base=VariableTracker,
             List=variables.ListVariable,
@@ -82,10 +83,11 @@ def kinds() -> types.SimpleNamespace:
             Polyfilled=variables.PolyfilledFunctionVariable,
             GetAttr=variables.GetAttrVariable,
             UserObject=variables.UserDefinedObjectVariable,
-            new=ValueMutationNew,
+            new=new,
+            new_keyword="mutation_type" if new.__name__ == "ValueMutationNew" else "mutable_local",
             tensor_types=(torch.Tensor, torch.nn.Parameter),
             callables=(
-                variables.BaseUserFunctionVariable,
+                functions.BaseUserFunctionVariable,
                 variables.TorchInGraphFunctionVariable,
                 variables.BuiltinVariable,
                 variables.FunctoolsPartialVariable,
@@ -99,9 +101,9 @@ def kinds() -> types.SimpleNamespace:
 
 
 def _mutable() -> dict[str, Any]:
-    """The keyword that marks a container as made while tracing, where torch has one."""
-    new = kinds().new
-    return {"mutation_type": new()} if new is not None else {}
+    """The keyword that marks a container as made while tracing."""
+    k = kinds()
+    return {k.new_keyword: k.new()}
 
 
 def new_list(items: list[Any]) -> Any:
@@ -125,6 +127,60 @@ def new_dict(items: dict[Any, Any]) -> Any:
 def constant(value: Any) -> Any:
     """A constant variable."""
     return kinds().Constant.create(value)
+
+
+def sequence_items(variable: Any) -> list[Any]:
+    """The item variables of a list or tuple variable."""
+    return list(variable.items)
+
+
+def constant_value(variable: Any) -> Any:
+    """The value a ConstantVariable holds."""
+    return variable.value
+
+
+def function_of(variable: Any) -> Any:
+    """The Python function a function variable stands for."""
+    return variable.fn
+
+
+@_cached
+def _generic_getattr() -> Callable[..., Any] | None:
+    try:  # torch 2.15: Dynamo's PyObject_GetAttr
+        from torch._dynamo.variables.object_protocol import generic_getattr
+    except ImportError:
+        return None
+    return generic_getattr
+
+
+def get_attribute(tx: Any, variable: Any, name: str) -> Any:
+    """``variable.name`` while tracing, as Dynamo's own attribute access does it."""
+    generic = _generic_getattr()
+    if generic is not None:
+        return generic(tx, variable, name)
+    return variable.var_getattr(tx, name)
+
+
+#: Names a variable class's slot methods go by, across torch versions: this package's
+#: variables define the first of each row, and :func:`with_slot_names` adds the others.
+_SLOT_NAMES: tuple[tuple[str, ...], ...] = (
+    ("var_getattr", "tp_getattro_impl"),
+    ("richcompare_impl", "tp_richcompare_impl"),
+    ("bool_impl", "nb_bool_impl"),
+    ("repr_impl", "tp_repr_impl"),
+    ("str_impl", "tp_str_impl"),
+    ("len_impl", "sq_length", "mp_length", "sq_length_impl", "mp_length_impl"),
+)
+
+
+def with_slot_names(cls: type) -> type:
+    """Gives a variable class each slot method under every name some torch calls it."""
+    for first, *others in _SLOT_NAMES:
+        method = cls.__dict__.get(first)
+        if method is not None:
+            for name in others:
+                setattr(cls, name, method)
+    return cls
 
 
 def dict_class(variable: Any) -> type:
@@ -178,9 +234,11 @@ def dynamo_errors() -> tuple[type[BaseException], ...]:
     They pass through this package's guards untouched; any other error in the package's
     code while tracing makes the call step aside.
     """
-    from torch._dynamo import exc
-
-    return (exc.TorchDynamoException,)
+    try:
+        from torch._dynamo.exc import TorchDynamoException
+    except ImportError:  # pragma: no cover - every torch this package supports has it
+        return ()
+    return (TorchDynamoException,)
 
 
 @_cached
@@ -192,10 +250,9 @@ def sources() -> types.SimpleNamespace:
 
         found = types.SimpleNamespace(
             Attr=source.AttrSource,
-            Import=source.ImportSource,
-            CallNoArgs=source.CallFunctionNoArgsSource,
-            Item=source.DictGetItemSource,
             Global=source.GlobalSource,
+            # torch 2.6 and later; without it, no guard on a spec's contents
+            CallNoArgs=getattr(source, "CallFunctionNoArgsSource", None),
             install=install_guard,
             CONSTANT_MATCH=GuardBuilder.CONSTANT_MATCH,
             TYPE_MATCH=GuardBuilder.TYPE_MATCH,
@@ -204,16 +261,6 @@ def sources() -> types.SimpleNamespace:
     except (ImportError, AttributeError) as error:
         raise Missing(f"Dynamo's guard sources: {error}") from error
     return found
-
-
-def import_path_source(path: str) -> Any:
-    """The source of a module attribute named by its dotted path, for a guard."""
-    s = sources()
-    module, *names = path.split(".")
-    source = s.Import(module)
-    for name in names:
-        source = s.Attr(source, name)
-    return source
 
 
 def guard_constant(source: Any) -> None:
@@ -277,30 +324,33 @@ def nonvar_fields(*names: str) -> set[str]:
 
 
 def registration_tables() -> tuple[dict[Any, Any], Any, dict[Any, Any], dict[Any, Any]]:
-    """The four tables ``substitute_in_graph`` writes to. Raises :class:`Missing`."""
+    """The tables ``substitute_in_graph`` writes to: (id dispatch, polyfilled ids or None
+    before torch 2.6, rule map, polyfill handlers). Raises :class:`Missing`."""
     try:
-        from torch._dynamo.trace_rules import _polyfilled_function_ids, get_torch_obj_rule_map
+        from torch._dynamo import trace_rules
         from torch._dynamo.variables import PolyfilledFunctionVariable
         from torch._dynamo.variables.builder import VariableBuilder
 
-        tables = (
-            VariableBuilder._id_dispatch(),
-            _polyfilled_function_ids,
-            get_torch_obj_rule_map(),
-            PolyfilledFunctionVariable._get_polyfill_handlers(),
-        )
+        id_dispatch = VariableBuilder._id_dispatch()
+        rule_map = trace_rules.get_torch_obj_rule_map()
+        handlers = PolyfilledFunctionVariable._get_polyfill_handlers()
     except (ImportError, AttributeError, TypeError) as error:
         raise Missing(f"substitute_in_graph's tables: {error}") from error
-    id_dispatch, polyfilled_ids, rule_map, handlers = tables
+    polyfilled_ids = getattr(trace_rules, "_polyfilled_function_ids", None)
     if not (
         isinstance(id_dispatch, dict)
         and isinstance(rule_map, dict)
         and isinstance(handlers, dict)
-        and callable(getattr(polyfilled_ids, "add", None))
-        and callable(getattr(polyfilled_ids, "remove", None))
+        and (
+            polyfilled_ids is None
+            or (
+                callable(getattr(polyfilled_ids, "add", None))
+                and callable(getattr(polyfilled_ids, "remove", None))
+            )
+        )
     ):
         raise Missing("substitute_in_graph's tables are of another shape")
-    return tables
+    return id_dispatch, polyfilled_ids, rule_map, handlers
 
 
 def builder_wrap() -> tuple[Any, str]:
@@ -310,6 +360,14 @@ def builder_wrap() -> tuple[Any, str]:
     if not callable(getattr(VariableBuilder, "_wrap", None)):
         raise Missing("VariableBuilder._wrap")
     return VariableBuilder, "_wrap"
+
+
+def call_no_args_source(source: Any) -> Any:
+    """The source of ``source()``, for a guard. Raises :class:`Missing` before torch 2.6."""
+    call = sources().CallNoArgs
+    if call is None:
+        raise Missing("torch._dynamo.source.CallFunctionNoArgsSource")
+    return call(source)
 
 
 def builder_tx(builder: Any) -> Any:
@@ -327,10 +385,18 @@ def tensor_check() -> tuple[Any, str]:
 
 
 def graph_break_function() -> Callable[..., None]:
-    """Dynamo's ``graph_break``: traced, it ends the graph; run eagerly, it does nothing."""
+    """Dynamo's ``graph_break``, called as ``graph_break(msg=...)``: traced, it ends the
+    graph; run eagerly, it does nothing. (torch before 2.7 takes no message.)"""
     import torch._dynamo
 
-    return torch._dynamo.graph_break
+    graph_break = torch._dynamo.graph_break
+    if "msg" in inspect.signature(graph_break).parameters:
+        return graph_break
+
+    def without_message(msg: str = "") -> None:
+        graph_break()
+
+    return without_message
 
 
 def reset_compiled_code() -> None:

@@ -23,6 +23,7 @@ from .guards import guard_dict_order, guard_registration
 from .reading import (
     CONSTANT_TYPES,
     OPTREE_MAX_DEPTH,
+    breaks_on_error,
     is_none,
     is_variable,
     too_deep,
@@ -78,11 +79,11 @@ def items(tx: Any, variable: Any) -> list[Any]:
     """The items of any iterable variable, as Python's list() would give them."""
     k = internals.kinds()
     if type(variable) in (k.List, k.Tuple):  # read directly: no call to trace
-        return list(variable.items)
+        return internals.sequence_items(variable)
     listed = call(tx, list, variable)
     if type(listed) is not k.List:
         return unsupported("optree", "an iterable Dynamo cannot list")
-    return list(listed.items)
+    return internals.sequence_items(listed)
 
 
 def mapping(tx: Any, variable: Any, what: str) -> dict[Any, Any]:
@@ -190,7 +191,7 @@ class Reader:
                 kind = optree.PyTreeKind.STRUCTSEQUENCE
         if cls not in _BUILTIN_NODE_TYPES and cls not in self.guarded:
             self.guarded.add(cls)
-            guard_registration(cls, self.namespace)
+            guard_registration(self.tx, cls, self.namespace)
         return kind, cls, entry
 
     def skeleton(self, variable: Any, depth: int = 0) -> Any:
@@ -218,7 +219,7 @@ class Reader:
             parts = {key: self.skeleton(values[key], depth + 1) for key in self.order(kind, values)}
             pairs = [(key, parts[key]) for key in values]
             if kind == Kind.DEFAULTDICT:
-                factory = real(variable.var_getattr(tx, "default_factory"), self.what)
+                factory = real(internals.get_attribute(tx, variable, "default_factory"), self.what)
                 return collections.defaultdict(factory, pairs)
             return cls(pairs) if kind == Kind.ORDEREDDICT else dict(pairs)
         if kind == Kind.CUSTOM:
@@ -246,7 +247,7 @@ class Reader:
             else:
                 internals.guard_constant(internals.sources().Attr(variable.source, "maxlen"))
                 return value.maxlen
-        return real(variable.var_getattr(self.tx, "maxlen"), self.what)
+        return real(internals.get_attribute(self.tx, variable, "maxlen"), self.what)
 
     def order(self, kind: Any, keys: dict[Any, Any]) -> list[Any]:
         import optree
@@ -264,7 +265,7 @@ class Reader:
             _, (method, *rest) = flatten.__reduce__()[:2]
             if rest:
                 return unsupported(self.what, "a methodcaller with arguments")
-            output = variable.var_getattr(tx, method).call_function(tx, [], {})
+            output = internals.get_attribute(tx, variable, method).call_function(tx, [], {})
         else:
             output = call(tx, flatten, variable)
         parts = items(tx, output)
@@ -285,7 +286,7 @@ class Reader:
 
         skeleton = self.skeleton(tree)
         if self.dict_met:
-            guard_dict_order(self.namespace)
+            guard_dict_order(self.tx, self.namespace)
         options = {"none_is_leaf": self.none_is_leaf, "namespace": self.namespace}
         try:
             if with_path:
@@ -390,7 +391,10 @@ def c_all_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     what = "optree._C.all_leaves"
     if not args:
         return unsupported(what, "no iterable")
-    answers = [c_is_leaf(tx, [item, *args[1:]], kwargs).value for item in items(tx, args[0])]
+    answers = [
+        internals.constant_value(c_is_leaf(tx, [item, *args[1:]], kwargs))
+        for item in items(tx, args[0])
+    ]
     return internals.constant(all(answers))
 
 
@@ -407,7 +411,7 @@ def _c_constant_fold(name: str) -> Callable[..., Any]:
         real_kwargs = {key: real(value, what) for key, value in kwargs.items()}
         if name == "is_dict_insertion_ordered":
             namespace = real_args[0] if real_args else real_kwargs.get("namespace", "")
-            guard_dict_order(namespace if type(namespace) is str else "")
+            guard_dict_order(tx, namespace if type(namespace) is str else "")
         try:
             result = getattr(optree._C, name)(*real_args, **real_kwargs)
         except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
@@ -431,7 +435,7 @@ def _collection_of_specs(tx: Any, variable: Any, what: str) -> Any:
             key: real(value, what) for key, value in mapping(tx, variable, what).items()
         }
         if cls is collections.defaultdict:
-            factory = real(variable.var_getattr(tx, "default_factory"), what)
+            factory = real(internals.get_attribute(tx, variable, "default_factory"), what)
             return collections.defaultdict(factory, real_mapping)
         return cls(real_mapping) if cls is not dict else real_mapping
     if cls is type(None):
@@ -440,7 +444,7 @@ def _collection_of_specs(tx: Any, variable: Any, what: str) -> Any:
     if cls in (list, tuple):
         return cls(real_items)
     if cls is collections.deque:
-        maxlen = real(variable.var_getattr(tx, "maxlen"), what)
+        maxlen = real(internals.get_attribute(tx, variable, "maxlen"), what)
         return collections.deque(real_items, maxlen=maxlen)
     if optree.is_namedtuple_class(cls):
         return tuple.__new__(cls, real_items)
@@ -491,6 +495,7 @@ def _holding_variable_class() -> type:
 def spec_variable_class() -> type:
     """Dynamo's variable for a real optree.PyTreeSpec: a constant of the graph."""
 
+    @internals.with_slot_names
     class TreeSpecVariable(_holding_variable_class()):  # type: ignore[misc]
         """A real optree.PyTreeSpec; what depends on the spec alone is run while tracing."""
 
@@ -506,9 +511,11 @@ def spec_variable_class() -> type:
         def as_python_constant(self) -> Any:
             return self.value
 
+        @breaks_on_error("PyTreeSpec.reconstruct")
         def reconstruct(self, codegen: Any) -> None:
             internals.load_global(codegen, "__dtc_treespec", self.value)
 
+        @breaks_on_error("PyTreeSpec attribute")
         def var_getattr(self, tx: Any, name: str) -> Any:
             if name in _SPEC_ATTRIBUTES:
                 return wrap(tx, getattr(self.value, name))
@@ -516,28 +523,33 @@ def spec_variable_class() -> type:
                 return internals.kinds().GetAttr(self, name)
             return unsupported(f"PyTreeSpec.{name}", "an attribute this package does not read")
 
+        @breaks_on_error("PyTreeSpec.call_method")
         def call_method(self, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
             return _spec_method(tx, self.value, name, list(args), dict(kwargs))
 
+        @breaks_on_error("PyTreeSpec.richcompare_impl")
         def richcompare_impl(self, tx: Any, other: Any, op: str) -> Any:
             if not other.is_python_constant():
                 return wrap(tx, NotImplemented)
             return _spec_method(tx, self.value, op, [other], {})
 
+        @breaks_on_error("PyTreeSpec.len_impl")
         def len_impl(self, tx: Any) -> Any:
             return wrap(tx, len(self.value))
 
-        sq_length = mp_length = len_impl
-
+        @breaks_on_error("PyTreeSpec.str_impl")
         def str_impl(self, tx: Any) -> Any:
             return wrap(tx, str(self.value))
 
+        @breaks_on_error("PyTreeSpec.repr_impl")
         def repr_impl(self, tx: Any) -> Any:
             return wrap(tx, repr(self.value))
 
+        @breaks_on_error("PyTreeSpec.bool_impl")
         def bool_impl(self, tx: Any) -> Any:
             return wrap(tx, bool(self.value))
 
+        @breaks_on_error("PyTreeSpec.hash_impl")
         def hash_impl(self, tx: Any) -> tuple[int, bool]:
             try:
                 return hash(self.value), False
@@ -557,12 +569,13 @@ def method_caller_class() -> type:
         def python_type(self) -> type:
             return operator.methodcaller
 
+        @breaks_on_error("operator.methodcaller")
         def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
             reduced = self.value.__reduce__()
             if reduced[0] is not operator.methodcaller or len(args) != 1 or kwargs:
                 return unsupported("operator.methodcaller", "keyword arguments")
             name, *extra = reduced[1]
-            method = args[0].var_getattr(tx, name)
+            method = internals.get_attribute(tx, args[0], name)
             return method.call_function(tx, [wrap(tx, value) for value in extra], {})
 
     return MethodCallerVariable
@@ -584,7 +597,7 @@ def _spec_method(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[st
         reader = Reader(tx, None, spec.none_is_leaf, spec.namespace, what)
         skeleton = reader.skeleton(args[0])
         if reader.dict_met:
-            guard_dict_order(spec.namespace)
+            guard_dict_order(tx, spec.namespace)
         try:
             pieces = spec.flatten_up_to(skeleton)
         except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
@@ -655,11 +668,31 @@ def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict
     return as_variable(result)
 
 
+def structseq_fields(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``optree.structseq_fields``: the class is known while tracing, so its fields are."""
+    import optree
+
+    what = "optree.structseq_fields"
+    if len(args) != 1 or kwargs:
+        return unsupported(what, "arguments this package does not read")
+    variable = args[0].realize()
+    try:
+        cls = variable.python_type()
+    except NotImplementedError:
+        return unsupported(what, "a value whose class is unknown while tracing")
+    if issubclass(cls, type):  # a class itself
+        cls = real(variable, what)
+    if not optree.is_structseq_class(cls):  # optree's own error, raised eagerly
+        return unsupported(what, f"{cls.__qualname__} is not a PyStructSequence")
+    return wrap(tx, optree.structseq_fields(cls))
+
+
 #: Handlers by C function: each returns Dynamo's variable for the result, or breaks.
 HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
     "optree._C.flatten": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=False),
     "optree._C.flatten_with_path": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=True),
     "optree._C.is_leaf": c_is_leaf,
+    "optree.structseq_fields": structseq_fields,
     "optree._C.all_leaves": c_all_leaves,
     **{
         f"optree._C.{name}": _c_constant_fold(name)

@@ -56,7 +56,8 @@ def _skeleton(variable: Any, none_is_leaf: bool, leaves: list[Any], above: list[
     """
     kind, first, keys, children = node(variable, sort=False)
     if kind == LEAF:
-        if not none_is_leaf and type(first) is internals.kinds().Constant and first.value is None:
+        is_constant = type(first) is internals.kinds().Constant
+        if not none_is_leaf and is_constant and internals.constant_value(first) is None:
             return None
         leaves.append(first)
         return len(leaves) - 1
@@ -90,13 +91,13 @@ def _variable(skeleton: Any, values: list[Any]) -> Any:
     )
 
 
-def _flat(variable: Any, options: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+def _flat(tx: Any, variable: Any, options: dict[str, Any]) -> tuple[Any, list[Any], Any]:
     """(skeleton, leaf variables in optree's order, the real PyTreeSpec)."""
     import optree
 
     leaves: list[Any] = []
     skeleton = _skeleton(variable, options["none_is_leaf"], leaves, [])
-    guard_dict_order(options["namespace"])
+    guard_dict_order(tx, options["namespace"])
     order, spec = optree.tree_flatten(skeleton, **options)
     return skeleton, [leaves[index] for index in order], spec
 
@@ -112,7 +113,7 @@ def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     import optree
 
     bound, options = _options(optree.tree_leaves, args, kwargs)
-    _, leaves, _ = _flat(bound["tree"], options)
+    _, leaves, _ = _flat(tx, bound["tree"], options)
     return internals.new_list(leaves)
 
 
@@ -124,10 +125,10 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
     func = bound["func"]
     if not isinstance(func, internals.kinds().callables):
         raise Fallback
-    skeleton, leaves, spec = _flat(bound["tree"], options)
+    skeleton, leaves, spec = _flat(tx, bound["tree"], options)
     columns = [leaves]
     for rest in bound.get("rests", ()):
-        _, rest_leaves, rest_spec = _flat(rest, options)
+        _, rest_leaves, rest_spec = _flat(tx, rest, options)
         if rest_spec != spec:  # a prefix or a mismatch: optree's own rules, untouched
             raise Fallback
         columns.append(rest_leaves)
@@ -156,7 +157,7 @@ def _tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -
     import optree
 
     bound, options = _options(getattr(optree, name), args, kwargs)
-    skeleton, leaves, spec = _flat(bound["tree"], options)
+    skeleton, leaves, spec = _flat(tx, bound["tree"], options)
     if name == "tree_structure":
         return wrap(tx, spec)
     flat = [internals.new_list(leaves), wrap(tx, spec)]

@@ -7,10 +7,14 @@ yet) or :func:`unsupported` (a graph break; the call then runs eagerly).
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from . import internals
-from .runtime import STATS
+from .runtime import STATS, step_aside
+
+Method = TypeVar("Method", bound=Callable[..., Any])
 
 __all__ = [
     "CONSTANT_TYPES",
@@ -56,7 +60,12 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
     variable = variable.realize()
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
-        return (LIST if cls is k.List else TUPLE), variable, None, variable.items
+        return (
+            (LIST if cls is k.List else TUPLE),
+            variable,
+            None,
+            internals.sequence_items(variable),
+        )
     if cls is k.Dict and internals.dict_class(variable) is dict:
         entries = []
         for key_variable, tracker, value in internals.dict_entries(variable):
@@ -74,7 +83,7 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
         return DICT, variable, [entry[:3] for entry in entries], [entry[3] for entry in entries]
     if (
         (cls is k.Tensor and variable.python_type() in k.tensor_types)
-        or (cls is k.Constant and type(variable.value) in CONSTANT_TYPES)
+        or (cls is k.Constant and type(internals.constant_value(variable)) in CONSTANT_TYPES)
         or cls is k.Symbol
     ):
         return LEAF, variable, None, []
@@ -111,6 +120,38 @@ def too_deep(tx: Any, what: str) -> Any:
         return internals.skip_frame(f"{what}: {why}; dynamo-tree-compat runs this frame eagerly")
     except internals.Missing:
         return unsupported(what, why)
+
+
+def stepped_aside_break(where: str, error: BaseException) -> Any:
+    """An unexpected error of this package's code while tracing, logged and counted,
+    ended as a graph break: the call then runs eagerly, with eager's result."""
+    step_aside(where, error)
+    return counted_break(
+        "break",
+        "dynamo-tree-compat stepped aside",
+        where,
+        f"{where}: {type(error).__name__}: {error}. It runs eagerly instead.",
+        "Report it to dynamo-tree-compat, with your torch version.",
+    )
+
+
+def breaks_on_error(where: str) -> Callable[[Method], Method]:
+    """Guards a method of this package's Dynamo variables: an unexpected error in it (not
+    Dynamo's own) becomes a graph break (see :func:`stepped_aside_break`)."""
+
+    def decorate(method: Method) -> Method:
+        @functools.wraps(method)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except internals.dynamo_errors():
+                raise
+            except Exception as error:  # noqa: BLE001 - ours: never crash the trace
+                return stepped_aside_break(where, error)
+
+        return guarded  # type: ignore[return-value]
+
+    return decorate
 
 
 def cycle_break(what: str) -> Any:

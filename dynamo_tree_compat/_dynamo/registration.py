@@ -18,6 +18,7 @@ from .runtime import LOG, step_aside
 __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
     "route",
+    "routing_support",
     "substitute",
     "substitution_support",
     "torch_polyfills",
@@ -40,8 +41,11 @@ def substitution_support() -> str | None:
     return None
 
 
-def substitute(original: Callable[..., Any], twin: Callable[..., Any]) -> Callable[..., Any]:
-    """Registers ``twin`` to be traced wherever Dynamo meets ``original``.
+def substitute(
+    original: Callable[..., Any], twin: Callable[..., Any], fold: bool = False
+) -> Callable[..., Any]:
+    """Registers ``twin`` to be traced wherever Dynamo meets ``original``; with ``fold``,
+    Dynamo runs it while tracing instead, when its arguments are known then.
 
     Returns the handle Dynamo made, which :func:`unsubstitute` needs. Raises
     ValueError if something already handles ``original``.
@@ -49,7 +53,10 @@ def substitute(original: Callable[..., Any], twin: Callable[..., Any]) -> Callab
     from torch.compiler import substitute_in_graph
 
     # Our gates take (*args, **kwargs); tests compare each twin's signature instead.
-    return substitute_in_graph(original, skip_signature_check=True)(twin)
+    register = substitute_in_graph(
+        original, can_constant_fold_through=fold, skip_signature_check=True
+    )
+    return register(twin)
 
 
 def has_handler(name: str) -> bool:
@@ -79,7 +86,7 @@ def route(
         internals.sources()
         wanted = has_handler(name) or our_way is not None
         handled_class = handled_variable_class() if wanted else None
-    except internals.Missing as missing:
+    except Exception as missing:  # noqa: BLE001 - Dynamo's internals are not as expected
         LOG.debug("not routing %s: %s", name, missing)
         return False
     dispatch = id_dispatch.get(id(original))
@@ -91,7 +98,7 @@ def route(
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
         LOG.debug("Dynamo met %s: tracing its twin", name)
         try:
-            guard_flag(flag_path)
+            guard_flag(internals.builder_tx(builder), flag_path)
         except internals.dynamo_errors():
             raise
         except Exception as error:  # noqa: BLE001 - graphs then do not guard on the mode
@@ -111,7 +118,7 @@ def unroute(original: Callable[..., Any]) -> bool:
     entry = _PREVIOUS_DISPATCH.get(id(original))
     try:
         tables = internals.registration_tables()
-    except internals.Missing:
+    except Exception:  # noqa: BLE001 - Dynamo's internals are not as expected
         return False
     if entry is None or entry[0] is not original:
         return False  # nothing changed: the registration stays whole, handler included
@@ -125,7 +132,7 @@ def unsubstitute(original: Callable[..., Any], handle: Callable[..., Any]) -> bo
     """Undoes :func:`substitute`; False (and nothing changed) if torch's tables moved."""
     try:
         id_dispatch, polyfilled_ids, rule_map, handlers = internals.registration_tables()
-    except internals.Missing:
+    except Exception:  # noqa: BLE001 - Dynamo's internals are not as expected
         return False
     if handlers.get(original) is not handle:
         return False
@@ -133,16 +140,27 @@ def unsubstitute(original: Callable[..., Any], handle: Callable[..., Any]) -> bo
     HANDLED.pop(id(original), None)
     for key in (original, handle):
         id_dispatch.pop(id(key), None)
-        if id(key) in polyfilled_ids():
+        if polyfilled_ids is not None and id(key) in polyfilled_ids():
             polyfilled_ids.remove(id(key))
         rule_map.pop(key, None)
         handlers.pop(key, None)
     return True
 
 
+def routing_support() -> str | None:
+    """None if :func:`route` can work on this torch, else why not."""
+    try:
+        internals.registration_tables()
+        internals.sources()
+        handled_variable_class()
+    except Exception as missing:  # noqa: BLE001 - Dynamo's internals are not as expected
+        return f"{type(missing).__name__}: {missing}"
+    return None
+
+
 def torch_polyfills() -> dict[Any, Any]:
     """The functions torch itself traces through polyfills: original -> handler."""
     try:
         return dict(internals.registration_tables()[3])
-    except internals.Missing:
+    except Exception:  # noqa: BLE001 - Dynamo's internals are not as expected
         return {}

@@ -1,0 +1,140 @@
+"""Fault injection: every Dynamo access of the package fails, one at a time, and traced
+programs still give eager's results, never an InternalTorchDynamoError.
+
+Every private Dynamo access goes through ``_dynamo.internals`` (the seam), so breaking
+each of its functions in turn stands for each Dynamo class or attribute being renamed
+or removed in a future torch. Faults while tracing make the call step aside to the twin
+or to torch's own handling; faults while registering leave the library to torch.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import optree
+import pytest
+import torch
+import tree
+
+from dynamo_tree_compat import _dynamo, substitutions
+from dynamo_tree_compat._dynamo import internals
+from tests.helpers.structures import assert_identical
+
+Point = collections.namedtuple("Point", "x y")
+SPEC = optree.tree_structure({"b": 0, "a": (0, None)}, none_is_leaf=True)
+
+# Not Dynamo accesses, or only used outside tracing by the CLI and activation.
+NOT_READ_WHILE_TRACING = {"lookup_backend", "reset_compiled_code"}
+# Without it the package cannot tell which function Dynamo met: every call goes torch's
+# way, torch's own mistakes included.
+ALL_TO_TORCH = {"function_of"}
+SEAM = sorted(
+    name
+    for name, value in vars(internals).items()
+    if inspect.isfunction(value)
+    and value.__module__ == internals.__name__
+    and not name.startswith("_")
+    and name not in NOT_READ_WHILE_TRACING
+)
+
+
+def workload(x: torch.Tensor, queue: collections.deque[Any], *, torch_bugs: bool = True) -> Any:
+    """dm-tree and optree calls of every layer: fast paths, twins, the C layer, specs.
+
+    ``torch_bugs=False`` leaves out what torch itself gets wrong where the package leaves
+    optree to it: its polyfill's spec is of another class, and its ``structseq_fields``
+    polyfill raises an internal error on a structseq made in the graph.
+    """
+    nested = {"b": [x, x * 2], "a": (x + 1, {"c": x})}
+    flat = tree.flatten(nested)
+    doubled = tree.map_structure(lambda t: t * 2, nested)
+    paths = [path for path, _ in tree.flatten_with_path(nested)]
+    tree.assert_same_structure(nested, doubled)
+    packed = tree.unflatten_as(Point(0, [0]), [x, x - 1])
+    leaves, spec = optree.tree_flatten({"z": x, "y": [x, None]})
+    mapped = optree.tree_map(lambda t: t + 1, {"k": (x, x)})
+    rebuilt = SPEC.unflatten([x, x * 3, None])
+    ordered = optree.tree_leaves(collections.OrderedDict(q=x, p=[x]))
+    queued = optree.tree_leaves(queue)
+    results = [flat, doubled, paths, packed, leaves, spec.num_leaves, mapped, rebuilt, ordered]
+    if torch_bugs:
+        results += [spec, optree.structseq_fields(torch.max(x.reshape(1, -1), 0))]
+    return results, queued
+
+
+def _inputs() -> tuple[torch.Tensor, collections.deque[Any]]:
+    x = torch.arange(3.0)
+    return x, collections.deque([x, x + 1], maxlen=4)
+
+
+def _broken(name: str) -> Callable[..., Any]:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise AttributeError(f"injected: torch renamed what internals.{name} reads")
+
+    return broken
+
+
+@pytest.fixture
+def fresh() -> Iterator[None]:
+    torch._dynamo.reset()
+    _dynamo.STATS.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def _compiled_like_eager(torch_bugs: bool = True) -> None:
+    x, queue = _inputs()
+    expected = workload(x, queue, torch_bugs=torch_bugs)
+    try:
+        compiled = torch.compile(workload, backend="eager")
+        actual = compiled(*_inputs(), torch_bugs=torch_bugs)
+    except torch._dynamo.exc.InternalTorchDynamoError as error:  # the worst bug we can ship
+        pytest.fail(f"InternalTorchDynamoError: {error}")
+    assert_identical(expected, actual)
+
+
+def test_the_workload_traces_in_one_graph_without_faults(fresh: None) -> None:
+    """The baseline: without faults the workload traces whole, through the handlers."""
+    x, queue = _inputs()
+    expected = workload(x, queue)
+    actual = torch.compile(workload, backend="eager", fullgraph=True)(*_inputs())
+    assert_identical(expected, actual)
+    assert not any(key.startswith("stepped aside:") for key in _dynamo.STATS)
+
+
+@pytest.mark.parametrize("name", SEAM)
+def test_a_broken_seam_function_while_tracing_steps_aside(
+    name: str, fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each seam function raising while Dynamo traces: eager's result, no internal error."""
+    monkeypatch.setattr(internals, name, _broken(name))
+    _compiled_like_eager(torch_bugs=name not in ALL_TO_TORCH)
+
+
+@pytest.mark.parametrize("name", SEAM)
+def test_a_broken_seam_function_while_registering_leaves_torch_working(
+    name: str, fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each seam function raising while the package registers: eager's results too."""
+    substitutions.uninstall()
+    monkeypatch.setattr(internals, name, _broken(name))
+    try:
+        substitutions.install()
+        _compiled_like_eager(torch_bugs=False)
+    finally:
+        substitutions.uninstall()
+        monkeypatch.undo()
+        substitutions.install()
+
+
+def test_stepping_aside_is_counted_in_status(fresh: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dynamo_tree_compat
+
+    monkeypatch.setattr(internals, "dict_entries", _broken("dict_entries"))
+    x = torch.ones(1)
+    result = torch.compile(lambda x: tree.flatten({"b": x, "a": x}), backend="eager")(x)
+    assert_identical(tree.flatten({"b": x, "a": x}), result)
+    assert dynamo_tree_compat.status().stepped_aside >= 1
