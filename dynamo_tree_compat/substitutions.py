@@ -11,6 +11,7 @@ eager calls still run the C library, at the C library's cost.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import types
@@ -146,6 +147,24 @@ OPTREE: tuple[Substitution, ...] = (
 )
 
 
+#: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
+#: declares the same range. Outside it, the package warns once and does nothing.
+TORCH_RANGE = ((2, 5), (2, 15))
+
+
+def _torch_out_of_range() -> str | None:
+    """Why this torch is not supported, or None."""
+    version = str(getattr(sys.modules.get("torch"), "__version__", ""))
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found is None or TORCH_RANGE[0] <= (int(found[1]), int(found[2])) <= TORCH_RANGE[1]:
+        return None
+    (low_major, low_minor), (high_major, high_minor) = TORCH_RANGE
+    return (
+        f"torch {version} is outside the releases this package supports "
+        f"({low_major}.{low_minor} to {high_major}.{high_minor})"
+    )
+
+
 def _is_dm_tree(module: Any) -> bool:
     # Another distribution could own the name "tree"; dm-tree has a C core named _tree.
     return hasattr(module, "_tree") and hasattr(module, "map_structure_up_to")
@@ -215,7 +234,7 @@ def install(wait: bool = True) -> dict[str, str]:
     ``"registered"``, or the reason it was not.
     """
     with _dynamo.compile_lock(wait), _lock:
-        unsupported = _dynamo.substitution_support()
+        unsupported = _torch_out_of_range() or _dynamo.substitution_support()
         if not unsupported:
             _dynamo.probe()
         outcome: dict[str, str] = {}

@@ -132,6 +132,36 @@ def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None
     assert second == _dynamo.SUBSTITUTE_UNAVAILABLE
 
 
+def test_torch_outside_the_tested_releases_warns_once_and_does_nothing() -> None:
+    completed = run_fresh(
+        """
+        import warnings, torch
+        torch.__version__ = "2.16.0"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import dynamo_tree_compat, tree, torch._dynamo
+            import optree
+        from dynamo_tree_compat import substitutions
+        assert substitutions.REGISTERED == {}
+        messages = [str(w.message) for w in caught if w.category.__name__ ==
+                    "DynamoTreeCompatWarning"]
+        print(len(messages), messages[0])
+        x = torch.ones(1)
+        try:
+            torch.compile(lambda x: tree.flatten([x * 2]), backend="eager", fullgraph=True)(x)
+            print("traced")
+        except torch._dynamo.exc.Unsupported:
+            print("graph break, as without the package")
+        """
+    )
+    first, second = completed.stdout.strip().splitlines()
+    assert first == (
+        "1 dynamo-tree-compat is doing nothing: torch 2.16.0 is outside the releases this "
+        "package supports (2.5 to 2.15)"
+    )
+    assert second == "graph break, as without the package"
+
+
 def _moved() -> None:
     raise internals.Missing("moved, for the test")
 
