@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import config
+from ._dynamo import runtime
 from ._dynamo.runtime import compile_lock
 
 __all__ = [
@@ -248,7 +249,10 @@ def uninstall() -> None:
 
 def _set_mode() -> None:
     # The flag the registered gates read and Dynamo guards on.
-    config.twins_enabled = _scopes[-1][1] if _scopes else _globally_enabled
+    on = _scopes[-1][1] if _scopes else _globally_enabled
+    if on != config.twins_enabled:
+        runtime.forget_skips()  # a frame skipped in one mode is tried again in the other
+    config.twins_enabled = on
 
 
 class _Mode(contextlib.ContextDecorator):

@@ -370,6 +370,30 @@ def call_no_args_source(source: Any) -> Any:
     return call(source)
 
 
+def root_code(tx: Any) -> Any:
+    """The code object of the frame Dynamo is converting (not of an inlined call)."""
+    return tx.output.root_tx.f_code
+
+
+def unskip_code(code: Any) -> bool:
+    """Makes Dynamo consider ``code`` again after it marked the code to run eagerly for
+    good, keeping its compiled graphs. Returns False where this torch can only drop the
+    graphs with the mark (before torch 2.6: they then recompile on the next call).
+    """
+    from torch._dynamo import eval_frame
+
+    setter = getattr(eval_frame, "set_code_exec_strategy", None)
+    if setter is not None:
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+        setter(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
+        return True
+    from torch._C._dynamo.eval_frame import reset_code
+
+    reset_code(code)
+    return False
+
+
 def builder_tx(builder: Any) -> Any:
     """The translator a VariableBuilder builds for."""
     return builder.tx

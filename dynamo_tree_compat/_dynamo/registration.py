@@ -13,7 +13,7 @@ from typing import Any
 from . import internals
 from .guards import guard_flag
 from .handlers import FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
-from .runtime import LOG, step_aside
+from .runtime import LOG, step_aside, traced
 
 __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
@@ -98,7 +98,9 @@ def route(
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
         LOG.debug("Dynamo met %s: tracing its twin", name)
         try:
-            guard_flag(internals.builder_tx(builder), flag_path)
+            tx = internals.builder_tx(builder)
+            guard_flag(tx, flag_path)
+            traced(internals.root_code(tx))
         except internals.dynamo_errors():
             raise
         except Exception as error:  # noqa: BLE001 - graphs then do not guard on the mode

@@ -19,8 +19,10 @@ __all__ = [
     "LOG_NAME",
     "STATS",
     "compile_lock",
+    "forget_skips",
     "register_log_name",
     "step_aside",
+    "traced",
     "turn_off",
 ]
 
@@ -34,6 +36,13 @@ STATS: collections.Counter[str] = collections.Counter()
 
 #: Private hooks turned off for this process: hook name -> why.
 HOOKS_OFF: dict[str, str] = {}
+
+#: Code objects Dynamo traced through a registered original since the mode last changed:
+#: Dynamo may have marked one to run eagerly for good (a graph break it could not resume
+#: from), a mark that must not outlive the mode. By id, with the code object held so
+#: that the id stays its own.
+TRACED_CODE: dict[int, object] = {}
+_MAX_TRACED_CODE = 10_000
 
 _REENTRANT_LOCK = type(threading.RLock())
 _logged: set[str] = set()
@@ -67,6 +76,29 @@ def turn_off(hook: str, why: str) -> None:
     if hook not in HOOKS_OFF:
         HOOKS_OFF[hook] = why
         LOG.warning("turned off %s: %s", hook, why)
+
+
+def traced(code: object) -> None:
+    """Remembers a code object that Dynamo traced through a registered original."""
+    if len(TRACED_CODE) < _MAX_TRACED_CODE:
+        TRACED_CODE[id(code)] = code
+
+
+def forget_skips() -> None:
+    """On a change of mode: lets Dynamo consider again the code it traced in the mode
+    that ends, so that a skip it decided then does not outlive that mode. Never raises.
+    """
+    if not TRACED_CODE:
+        return
+    codes = list(TRACED_CODE.values())
+    TRACED_CODE.clear()
+    try:
+        from . import internals
+
+        for code in codes:
+            internals.unskip_code(code)
+    except Exception as error:  # noqa: BLE001 - runs inside the user's `with` statement
+        step_aside("forgetting skipped frames", error)
 
 
 @contextlib.contextmanager
