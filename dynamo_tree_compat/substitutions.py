@@ -148,8 +148,9 @@ OPTREE: tuple[Substitution, ...] = (
 
 
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
-#: declares the same range. Outside it, the package warns once and does nothing.
-TORCH_RANGE = ((2, 5), (2, 15))
+#: declares the same range. Outside it, the package warns once and does nothing: on
+#: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
+TORCH_RANGE = ((2, 13), (2, 15))
 
 
 def _torch_out_of_range() -> str | None:
