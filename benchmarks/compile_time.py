@@ -12,6 +12,7 @@ without the package) and that a compiled model with tree calls runs as fast as t
 model written by hand, and draws compile time against N into a PNG (needs matplotlib).
 
     python benchmarks/compile_time.py [--leaves 1000] [--repeats 3] [--plot FILE.png]
+                                      [--no-sweep] [--quick]
 """
 
 from __future__ import annotations
@@ -265,11 +266,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plot", default="benchmarks/compile_time.png")
     parser.add_argument("--no-sweep", action="store_true", help="only the table at --leaves")
+    parser.add_argument(
+        "--quick", action="store_true", help="only the table, without the fast-path-off rows"
+    )
     options = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {platform.platform()}")
     print(f"torch {torch.__version__}, python {platform.python_version()}")
-    seconds = measure(options.leaves, options.repeats, slow=True)
+    seconds = measure(options.leaves, options.repeats, slow=not options.quick)
     table(seconds, options.leaves, options.repeats)
+    if options.quick:
+        return
     if not options.no_sweep:
         series = sweep(options.repeats, {options.leaves: seconds})
         growth(series)

@@ -229,7 +229,7 @@ def _attrs_field_names(cls: Any) -> tuple[str, ...]:
     """The names of an attrs class's fields, in order.
 
     While Dynamo traces, the registry folds calls of it to a constant (the class is known
-    then): Dynamo before torch 2.7 cannot iterate ``__attrs_attrs__``.
+    then): Dynamo of torch 2.5 and 2.6 cannot iterate ``__attrs_attrs__``.
     """
     return tuple(field.name for field in cls.__attrs_attrs__)
 
@@ -245,7 +245,7 @@ def _attrs_field_names_folded(cls: Any) -> tuple[str, ...] | None:
 
 def _has_attrs_fields_traced(cls: Any) -> bool:
     """:func:`_has_attrs_fields` as Dynamo traces it: ``getattr`` with a None default,
-    since Dynamo before torch 2.7 can trace neither ``hasattr`` on a class nor ``getattr``
+    since Dynamo of torch 2.5 and 2.6 traces neither ``hasattr`` on a class nor ``getattr``
     with another default. (A class whose ``__attrs_attrs__`` is None then counts as not
     attrs; eagerly, dm-tree's rule holds and iterating None raises.)
     """
@@ -348,7 +348,7 @@ def _is_namedtuple(instance: object, strict: bool = False) -> bool:
         return False
     if strict and instance.__class__.__base__ is not tuple:
         return False
-    # Read from the class: Dynamo before torch 2.7 cannot read it from a namedtuple made
+    # Read from the class: Dynamo of torch 2.5 and 2.6 cannot read it from a namedtuple made
     # in the graph. (An instance attribute named _fields is not looked at.)
     fields = getattr(type(instance), "_fields", None)
     if not isinstance(fields, abc.Sequence):

@@ -68,7 +68,7 @@ def kinds() -> types.SimpleNamespace:
 
         try:
             from torch._dynamo.variables.base import ValueMutationNew as new
-        except ImportError:  # torch before 2.6 marks new containers with MutableLocal
+        except ImportError:  # torch 2.5 marks new containers with MutableLocal
             from torch._dynamo.variables.base import MutableLocal as new
         return types.SimpleNamespace(
             Base=VariableTracker,
@@ -213,7 +213,7 @@ def graph_break(gb_type: str, context: str, explanation: str, hint: str) -> Any:
     unimplemented, structured = _unimplemented()
     if structured:
         unimplemented(gb_type=gb_type, context=context, explanation=explanation, hints=[hint])
-    unimplemented(f"{gb_type}: {explanation}")  # torch before 2.7: one message
+    unimplemented(f"{gb_type}: {explanation}")  # torch 2.5: one message
     raise AssertionError("unimplemented returned")  # pragma: no cover
 
 
@@ -325,7 +325,7 @@ def nonvar_fields(*names: str) -> set[str]:
 
 def registration_tables() -> tuple[dict[Any, Any], Any, dict[Any, Any], dict[Any, Any]]:
     """The tables ``substitute_in_graph`` writes to: (id dispatch, polyfilled ids or None
-    before torch 2.6, rule map, polyfill handlers). Raises :class:`Missing`."""
+    on torch 2.5, rule map, polyfill handlers). Raises :class:`Missing`."""
     try:
         from torch._dynamo import trace_rules
         from torch._dynamo.variables import PolyfilledFunctionVariable
@@ -363,7 +363,7 @@ def builder_wrap() -> tuple[Any, str]:
 
 
 def call_no_args_source(source: Any) -> Any:
-    """The source of ``source()``, for a guard. Raises :class:`Missing` before torch 2.6."""
+    """The source of ``source()``, for a guard. Raises :class:`Missing` on torch 2.5."""
     call = sources().CallNoArgs
     if call is None:
         raise Missing("torch._dynamo.source.CallFunctionNoArgsSource")
@@ -378,7 +378,7 @@ def root_code(tx: Any) -> Any:
 def unskip_code(code: Any) -> bool:
     """Makes Dynamo consider ``code`` again after it marked the code to run eagerly for
     good, keeping its compiled graphs. Returns False where this torch can only drop the
-    graphs with the mark (before torch 2.6: they then recompile on the next call).
+    graphs with the mark (torch 2.5: they then recompile on the next call).
     """
     from torch._dynamo import eval_frame
 
@@ -410,7 +410,7 @@ def tensor_check() -> tuple[Any, str]:
 
 def graph_break_function() -> Callable[..., None]:
     """Dynamo's ``graph_break``, called as ``graph_break(msg=...)``: traced, it ends the
-    graph; run eagerly, it does nothing. (torch before 2.7 takes no message.)"""
+    graph; run eagerly, it does nothing. (torch 2.5 takes no message.)"""
     import torch._dynamo
 
     graph_break = torch._dynamo.graph_break
