@@ -351,7 +351,7 @@ def test_check_types_is_deprecated_in_up_to(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_set_leaf_warns_once_on_stderr(capfd: pytest.CaptureFixture[str]) -> None:
-    dmtree._set_warning_issued = False
+    dmtree._nodes._set_warning_issued = False
     assert dmtree.flatten([{1}, {2}]) == [{1}, {2}]
     assert capfd.readouterr().err == dmtree.SET_WARNING + "\n"
     assert dmtree.is_nested({3}) is False

@@ -1,0 +1,540 @@
+"""Pure-Python twin of dm-tree's API (``import tree``), traceable by TorchDynamo.
+
+Every function here gives what dm-tree 0.1.8-0.1.10 gives: the same results, the same
+container types and key order, and the same exception types and messages. It needs
+neither dm-tree nor torch, so it also serves as a drop-in where dm-tree cannot be
+installed.
+
+The conventions are dm-tree's. Dict keys are visited in sorted order, whatever the
+insertion order; a rebuilt dict keeps the insertion order of the one it mimics:
+
+>>> flatten({"b": 1, "a": [2, 3]})
+[2, 3, 1]
+>>> unflatten_as({"b": None, "a": None}, [1, 2])
+{'b': 2, 'a': 1}
+
+None, strings and sets are leaves:
+
+>>> flatten([None, "ab", b"cd"])
+[None, 'ab', b'cd']
+
+The bodies are written for Dynamo, which runs them one bytecode at a time: plain loops
+over explicit stacks, no generators in the hot paths, no per-node closures.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import _base, _nodes, _python_layer
+
+# What dm-tree's module offers besides its public functions, as dm-tree names it: the
+# registry, downstream code (Keras 3.0) and dm-tree's own test suite use these.
+from ._base import (  # noqa: F401
+    _IF_SHALLOW_IS_SEQ_INPUT_MUST_BE_SEQ,
+    _IF_SHALLOW_IS_SEQ_INPUT_MUST_BE_SEQ_WITH_PATH,
+    _INPUT_TREE_SMALLER_THAN_SHALLOW_TREE,
+    _LEAVE,
+    _PARAMETER,
+    _SHALLOW_TREE_HAS_INVALID_KEYS,
+    _STRUCTURES_HAVE_MISMATCHING_LENGTHS,
+    _STRUCTURES_HAVE_MISMATCHING_TYPES,
+    _TENSOR,
+    CHECK_TYPES_DEPRECATED,
+    KEY_NOT_FOUND_IN_INPUT_TREES,
+    MAP_TO_NONE,
+    MAPPING_CHANGED,
+    MAX_DEPTH,
+    NESTING_TOO_DEEP,
+    SET_WARNING,
+    SORTABLE_KEYS_ERROR,
+    TRACED_MAX_DEPTH,
+    Path,
+    _depth_limit,
+    _dm_tree_map_to_none,
+    _dot,
+)
+from ._nodes import (  # noqa: F401
+    _attrs_field_names,
+    _attrs_field_names_folded,
+    _children,
+    _describe,
+    _has_attrs_fields,
+    _has_attrs_fields_traced,
+    _is_attrs,
+    _is_namedtuple,
+    _structure_mismatch,
+    _warn_about_set,
+    is_nested,
+)
+from ._python_layer import (  # noqa: F401
+    _assert_shallow_structure,
+    _flat_up_to,
+    _pack,
+    _sequence_like,
+    _sorted,
+    _yield_sorted_items,
+    _yield_value,
+)
+
+__all__ = [
+    "MAP_TO_NONE",
+    "assert_same_structure",
+    "flatten",
+    "flatten_up_to",
+    "flatten_with_path",
+    "flatten_with_path_up_to",
+    "is_nested",
+    "map_structure",
+    "map_structure_up_to",
+    "map_structure_with_path",
+    "map_structure_with_path_up_to",
+    "traverse",
+    "traverse_with_path",
+    "unflatten_as",
+]
+
+
+def _connect(map_to_none: Any, tensor: type, parameter: type) -> None:
+    """Tells the twins what only a process with dm-tree and torch has: dm-tree's own
+    ``MAP_TO_NONE``, and torch's tensor classes (leaves, compared by exact class)."""
+    for module in (_base, _nodes, _python_layer, sys.modules[__name__]):
+        module._dm_tree_map_to_none = map_to_none
+        module._TENSOR, module._PARAMETER = tensor, parameter
+
+
+# --- Public API ------------------------------------------------------------------------
+
+
+def flatten(structure: Any) -> list[Any]:
+    """Flattens a possibly nested structure into a list.
+
+    >>> flatten([[1, 2, 3], [4, [5], [[6]]]])
+    [1, 2, 3, 4, 5, 6]
+    >>> flatten(None)
+    [None]
+    >>> flatten({100: "world!", 6: "Hello"})
+    ['Hello', 'world!']
+
+    Args:
+      structure: An arbitrarily nested structure.
+
+    Returns:
+      The leaves of ``structure``, depth first, dict values in sorted-key order.
+
+    Raises:
+      TypeError: If ``structure`` contains a mapping whose keys can't be sorted.
+    """
+    leaves: list[Any] = []
+    pending = [structure]
+    depth = 0
+    limit = _depth_limit()
+    while pending:
+        node = pending.pop()
+        kind = type(node)
+        if kind is _TENSOR or kind is _PARAMETER:
+            leaves.append(node)
+            continue
+        if node is _LEAVE:
+            depth -= 1
+            continue
+        # Exact list, tuple and dict first: the common case, in few bytecodes.
+        if kind is list or kind is tuple:
+            children = node
+        elif kind is dict:
+            children = [node[key] for key in sorted(node)]
+        elif is_nested(node):
+            children = _children(node)
+        else:
+            leaves.append(node)
+            continue
+        depth += 1
+        if depth > limit:
+            raise RecursionError(NESTING_TOO_DEEP.format("flatten"))
+        pending.append(_LEAVE)
+        pending += children[::-1]
+    return leaves
+
+
+def assert_same_structure(a: Any, b: Any, check_types: bool = True) -> None:
+    """Asserts that two structures are nested in the same way.
+
+    >>> assert_same_structure([(0, 1)], [(2, 3)])
+    >>> assert_same_structure([0, 1], (2, 3))
+    Traceback (most recent call last):
+      ...
+    TypeError: The two structures don't have the same nested structure.
+    ...
+
+    Args:
+      a: an arbitrarily nested structure.
+      b: an arbitrarily nested structure.
+      check_types: if True, the sequence types and dict keys must match too;
+        namedtuples with the same name and fields always match.
+
+    Raises:
+      ValueError: If the two differ in their number of elements or their nesting.
+      TypeError: If ``check_types`` and the two differ in the type of a node.
+    """
+    try:
+        mismatch = _structure_mismatch(a, b, check_types)
+        if mismatch is not None:
+            error_type, detail = mismatch
+            raise error_type(
+                "The two structures don't have the same nested structure.\n\n"
+                f"First structure: {_describe(a)}\n\nSecond structure: {_describe(b)}\n\n"
+                f"More specifically: {detail}"
+            )
+    except (ValueError, TypeError) as error:
+        first = map_structure(_dot, a)
+        second = map_structure(_dot, b)
+        raise type(error)(  # noqa: B904 - dm-tree keeps the first error as the context
+            f"{error}\nEntire first structure:\n{first}\nEntire second structure:\n{second}"
+        )
+
+
+def unflatten_as(structure: Any, flat_sequence: Any) -> Any:
+    """Unflattens a sequence into a given structure.
+
+    >>> unflatten_as([[1, 2], [[3], [4]]], [5, 6, 7, 8])
+    [[5, 6], [[7], [8]]]
+    >>> unflatten_as(None, [1])
+    1
+    >>> unflatten_as({1: None, 2: None}, ["Hello", "world!"])
+    {1: 'Hello', 2: 'world!'}
+
+    Args:
+      structure: Arbitrarily nested structure.
+      flat_sequence: Sequence to unflatten.
+
+    Returns:
+      ``flat_sequence`` unflattened into ``structure``.
+
+    Raises:
+      ValueError: If ``flat_sequence`` and ``structure`` have different element counts.
+      TypeError: If ``structure`` contains a mapping whose keys can't be sorted.
+    """
+    if not is_nested(flat_sequence):
+        raise TypeError(
+            f"flat_sequence must be a sequence not a {type(flat_sequence)}:\n{flat_sequence}"
+        )
+    if not is_nested(structure):
+        if len(flat_sequence) != 1:
+            raise ValueError(
+                f"Structure is a scalar but len(flat_sequence) == {len(flat_sequence)} > 1"
+            )
+        return flat_sequence[0]
+    leaf_count = len(flatten(structure))
+    if leaf_count != len(flat_sequence):
+        raise ValueError(
+            f"Could not pack sequence. Structure had {leaf_count} elements, but "
+            f"flat_sequence had {len(flat_sequence)} elements.  Structure: {structure}, "
+            f"flat_sequence: {flat_sequence}."
+        )
+    return _pack(structure, flat_sequence)
+
+
+def map_structure(func: Callable[..., Any], *structures: Any, **kwargs: Any) -> Any:
+    """Maps ``func`` through given structures.
+
+    >>> map_structure(lambda v: v**2, [[1], [2], [3]])
+    [[1], [4], [9]]
+    >>> map_structure(lambda x, y: x * y, [1, 2], [3, 4])
+    [3, 8]
+
+    Args:
+      func: A callable that takes as many arguments as there are structures.
+      *structures: Arbitrarily nested structures of the same layout.
+      **kwargs: Only ``check_types`` (default True), as for assert_same_structure.
+
+    Returns:
+      A structure like ``structures[0]`` holding ``func``'s results.
+
+    Raises:
+      TypeError: If ``func`` is not callable, or the structures differ in type.
+      ValueError: If no structures are given, the structures differ, or another
+        keyword argument is given.
+    """
+    if not callable(func):
+        raise TypeError(f"func must be callable, got: {func}")
+    if not structures:
+        raise ValueError("Must provide at least one structure")
+    check_types = kwargs.pop("check_types", True)
+    if kwargs:
+        raise ValueError(
+            "Only valid keyword arguments are `check_types` not: `{}`".format(
+                "`, `".join(kwargs.keys())
+            )
+        )
+    first = structures[0]
+    for other in structures[1:]:
+        assert_same_structure(first, other, check_types=check_types)
+    if len(structures) == 1:
+        results = [func(leaf) for leaf in flatten(first)]
+    else:
+        results = [func(*leaves) for leaves in zip(*[flatten(s) for s in structures])]
+    # unflatten_as(first, results), less the leaf count it would check: it holds here.
+    if not is_nested(first):
+        return results[0]
+    return _pack(first, results)
+
+
+def map_structure_with_path(func: Callable[..., Any], *structures: Any, **kwargs: Any) -> Any:
+    """Maps ``func`` through given structures, passing each leaf's path first.
+
+    >>> map_structure_with_path(lambda path, v: (path, v**2), [{"foo": 42}])
+    [{'foo': ((0, 'foo'), 1764)}]
+
+    Args:
+      func: A callable that takes a path and as many values as there are structures.
+      *structures: Arbitrarily nested structures of the same layout.
+      **kwargs: ``check_types`` is accepted, with a deprecation warning, and ignored.
+
+    Returns:
+      A structure like ``structures[0]`` holding ``func``'s results.
+    """
+    return map_structure_with_path_up_to(structures[0], func, *structures, **kwargs)
+
+
+def map_structure_up_to(
+    shallow_structure: Any, func: Callable[..., Any], *structures: Any, **kwargs: Any
+) -> Any:
+    """Maps ``func`` through given structures, no deeper than ``shallow_structure``.
+
+    >>> map_structure_up_to([None, None], len, [[1, 1], [2, 2]])
+    [2, 2]
+    >>> map_structure_up_to([None, [None, None]], str, [[1, 1], [2, 2]])
+    ['[1, 1]', ['2', '2']]
+
+    Args:
+      shallow_structure: A structure with layout common to all ``structures``.
+      func: A callable that takes as many arguments as there are structures.
+      *structures: Arbitrarily nested structures.
+      **kwargs: ``check_types`` is accepted, with a deprecation warning, and ignored.
+
+    Returns:
+      A structure like ``shallow_structure`` holding ``func``'s results.
+    """
+    return map_structure_with_path_up_to(
+        shallow_structure, _PathDropper(func), *structures, **kwargs
+    )
+
+
+class _PathDropper:
+    """Calls ``func`` without the leading path argument."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+
+    def __call__(self, _path: Path, *values: Any) -> Any:
+        return self.func(*values)
+
+
+def _check_types_deprecated() -> None:
+    """Log dm-tree's deprecation warning (a no-op while Dynamo traces)."""
+    logging.warning(CHECK_TYPES_DEPRECATED)
+
+
+def map_structure_with_path_up_to(
+    shallow_structure: Any, func: Callable[..., Any], *structures: Any, **kwargs: Any
+) -> Any:
+    """Maps ``func`` through given structures up to ``shallow_structure``, with paths.
+
+    >>> map_structure_with_path_up_to([None, None], lambda p, v: p, [[1], [2]])
+    [(0,), (1,)]
+
+    Args:
+      shallow_structure: A structure with layout common to all ``structures``.
+      func: A callable that takes a path and as many values as there are structures.
+      *structures: Arbitrarily nested structures.
+      **kwargs: ``check_types`` is accepted, with a deprecation warning, and ignored.
+
+    Returns:
+      A structure like ``shallow_structure`` holding ``func``'s results.
+
+    Raises:
+      ValueError: If a key of ``shallow_structure`` is missing from a structure.
+    """
+    if "check_types" in kwargs:
+        _check_types_deprecated()
+    flattened = [_flat_up_to(shallow_structure, tree) for tree in structures]
+    results = []
+    index = 0
+    last_paths: Path = ()
+    while flattened:
+        row = []
+        for pairs, error in flattened:
+            if index < len(pairs):
+                row.append(pairs[index])
+            elif error is None:
+                break
+            elif isinstance(error, KeyError):
+                raise ValueError(
+                    KEY_NOT_FOUND_IN_INPUT_TREES.format(key=error.args[0], path=last_paths)
+                ) from error
+            else:
+                raise error
+        if len(row) < len(flattened):
+            break
+        last_paths = row[0][0]
+        values = [value for _, value in row]
+        results.append(func(last_paths, *values))
+        index += 1
+    return unflatten_as(shallow_structure, results)
+
+
+def flatten_up_to(
+    shallow_structure: Any, input_structure: Any, check_types: bool = True
+) -> list[Any]:
+    """Flattens ``input_structure`` up to ``shallow_structure``.
+
+    >>> flatten_up_to([None, None], [[1, 1], [2, 2]])
+    [[1, 1], [2, 2]]
+    >>> flatten_up_to([None, [None, None]], [[1, 1], [2, 2]])
+    [[1, 1], 2, 2]
+    >>> flatten_up_to(42, [1, 2, 3])
+    [[1, 2, 3]]
+
+    Args:
+      shallow_structure: A structure with the same, possibly shallower, layout.
+      input_structure: An arbitrarily nested structure.
+      check_types: If True, corresponding nodes must have the same type.
+
+    Returns:
+      The parts of ``input_structure`` at the leaves of ``shallow_structure``.
+
+    Raises:
+      TypeError: If the layouts or (with ``check_types``) the node types differ.
+      ValueError: If lengths or keys differ.
+    """
+    _assert_shallow_structure(shallow_structure, input_structure, None, check_types)
+    return [value for _, value in _raise_or_pairs(shallow_structure, input_structure)]
+
+
+def flatten_with_path_up_to(
+    shallow_structure: Any, input_structure: Any, check_types: bool = True
+) -> list[tuple[Path, Any]]:
+    """Flattens ``input_structure`` up to ``shallow_structure``, with paths.
+
+    >>> flatten_with_path_up_to([None, [None]], [[1, 1], [2]])
+    [((0,), [1, 1]), ((1, 0), 2)]
+
+    Args:
+      shallow_structure: A structure with the same, possibly shallower, layout.
+      input_structure: An arbitrarily nested structure.
+      check_types: If True, corresponding nodes must have the same type.
+
+    Returns:
+      ``(path, value)`` pairs for the leaves of ``shallow_structure``.
+    """
+    _assert_shallow_structure(shallow_structure, input_structure, (), check_types)
+    return _raise_or_pairs(shallow_structure, input_structure)
+
+
+def _raise_or_pairs(shallow: Any, tree: Any, one_structure: bool = False) -> list[tuple[Path, Any]]:
+    pairs, error = _flat_up_to(shallow, tree, one_structure)
+    if error is not None:
+        raise error
+    return pairs
+
+
+def flatten_with_path(structure: Any) -> list[tuple[Path, Any]]:
+    """Flattens a possibly nested structure into ``(path, leaf)`` pairs.
+
+    >>> flatten_with_path([{"foo": 42}])
+    [((0, 'foo'), 42)]
+
+    Args:
+      structure: An arbitrarily nested structure.
+
+    Returns:
+      ``(path, leaf)`` pairs, a path being the tuple of keys and indices to the leaf.
+
+    Raises:
+      TypeError: If ``structure`` contains a mapping whose keys can't be sorted.
+    """
+    return _raise_or_pairs(structure, structure, one_structure=True)
+
+
+def traverse(fn: Callable[[Any], Any], structure: Any, top_down: bool = True) -> Any:
+    """Traverses the given nested structure, applying the given function.
+
+    >>> visited = []
+    >>> traverse(visited.append, [(1, 2), [3], {"a": 4}], top_down=True)
+    [(1, 2), [3], {'a': 4}]
+    >>> visited
+    [[(1, 2), [3], {'a': 4}], (1, 2), 1, 2, [3], 3, {'a': 4}, 4]
+
+    Args:
+      fn: Called on each sub-tree. Top down, a result other than None replaces the
+        sub-tree and stops the descent; bottom up, it replaces the sub-tree. Return
+        MAP_TO_NONE to replace a sub-tree with None.
+      structure: The structure to traverse.
+      top_down: If True, parents are visited before their children.
+
+    Returns:
+      The structured output from the traversal.
+    """
+    return traverse_with_path(_PathDropper(fn), structure, top_down=top_down)
+
+
+def traverse_with_path(
+    fn: Callable[[Path, Any], Any], structure: Any, top_down: bool = True
+) -> Any:
+    """Traverses the given nested structure, applying ``fn(path, subtree)``.
+
+    >>> traverse_with_path(lambda path, x: len(path) if not is_nested(x) else None, [[1]])
+    [[2]]
+
+    Args:
+      fn: Called with each sub-tree's path and the sub-tree; see :func:`traverse`.
+      structure: The structure to traverse.
+      top_down: If True, parents are visited before their children.
+
+    Returns:
+      The structured output from the traversal.
+    """
+    return _traverse(fn, (), structure, top_down)
+
+
+def _traverse(fn: Callable[[Path, Any], Any], path: Path, structure: Any, top_down: bool) -> Any:
+    if top_down:
+        result = fn(path, structure)
+        if result is None:
+            return _traverse_children(fn, path, structure, top_down)
+    else:
+        structure = _traverse_children(fn, path, structure, top_down)
+        result = fn(path, structure)
+        if result is None:
+            return structure
+    if result is MAP_TO_NONE or result is _dm_tree_map_to_none:
+        return None
+    return result
+
+
+def _traverse_children(
+    fn: Callable[[Path, Any], Any], path: Path, structure: Any, top_down: bool
+) -> Any:
+    if not is_nested(structure):
+        return structure
+    # Lazy, as in dm-tree: the container is built, and may fail, before any child is
+    # visited, and its error message shows this map.
+    return _sequence_like(
+        structure, map(_TraverseChild(fn, path, top_down), _yield_sorted_items(structure))
+    )
+
+
+class _TraverseChild:
+    """Traverses one ``(key, child)`` item below ``path``."""
+
+    def __init__(self, fn: Callable[[Path, Any], Any], path: Path, top_down: bool) -> None:
+        self.fn = fn
+        self.path = path
+        self.top_down = top_down
+
+    def __call__(self, item: tuple[Any, Any]) -> Any:
+        key, child = item
+        return _traverse(self.fn, self.path + (key,), child, self.top_down)

@@ -1,0 +1,347 @@
+"""What dm-tree's C library decides: kinds of node, their children, mismatches."""
+
+from __future__ import annotations
+
+import sys
+from collections import abc
+from typing import Any
+
+from ._base import (
+    _HEAP_TYPE_FLAG,
+    _LEAF_BUILTINS,
+    _LEAVE,
+    _NESTED_BUILTINS,
+    _PARAMETER,
+    _PLAIN_DICTS,
+    _SHORT,
+    _STRINGS,
+    _TENSOR,
+    MAPPING_CHANGED,
+    NESTING_TOO_DEEP,
+    SET_WARNING,
+    ObjectProxy,
+    _depth_limit,
+)
+
+_set_warning_issued = False
+
+
+def _warn_about_set() -> None:
+    """Print dm-tree's once-per-process warning about sets (a no-op while Dynamo traces)."""
+    global _set_warning_issued
+    if not _set_warning_issued:
+        _set_warning_issued = True
+        print(SET_WARNING, file=sys.stderr)
+
+
+def _class_of(instance: object) -> Any:
+    """``instance.__class__``, as the C library asks; for a tensor, its type.
+
+    Dynamo cannot read ``__class__`` of a tensor subclass, and a tensor's is its type.
+    """
+    if isinstance(instance, _TENSOR):
+        return type(instance)
+    return instance.__class__
+
+
+def _is_attrs(instance: object) -> bool:
+    """Returns True iff ``instance``'s class is an attrs class.
+
+    >>> _is_attrs([1, 2])
+    False
+    """
+    kind = type(instance)
+    if kind in _NESTED_BUILTINS or kind in _LEAF_BUILTINS:
+        return False
+    return _has_attrs_fields(_class_of(instance))
+
+
+def _has_attrs_fields(cls: Any) -> bool:
+    """Whether a class has ``__attrs_attrs__`` (as attrs classes do).
+
+    While Dynamo traces, the registry puts :func:`_has_attrs_fields_traced` in its place.
+    """
+    return hasattr(cls, "__attrs_attrs__")
+
+
+def _attrs_field_names(cls: Any) -> tuple[str, ...]:
+    """The names of an attrs class's fields, in order.
+
+    While Dynamo traces, the registry folds calls of it to a constant (the class is known
+    then): Dynamo of torch 2.5 and 2.6 cannot iterate ``__attrs_attrs__``.
+    """
+    return tuple(field.name for field in cls.__attrs_attrs__)
+
+
+def _attrs_field_names_folded(cls: Any) -> tuple[str, ...] | None:
+    """:func:`_attrs_field_names`, run by Dynamo while tracing; None where it raises, so
+    that the twin raises while traced rather than Dynamo itself."""
+    try:
+        return _attrs_field_names(cls)
+    except Exception:  # noqa: BLE001 - iterating None then raises in the twin
+        return None
+
+
+def _has_attrs_fields_traced(cls: Any) -> bool:
+    """:func:`_has_attrs_fields` as Dynamo traces it: ``getattr`` with a None default,
+    since Dynamo of torch 2.5 and 2.6 traces neither ``hasattr`` on a class nor ``getattr``
+    with another default. (A class whose ``__attrs_attrs__`` is None then counts as not
+    attrs; eagerly, dm-tree's rule holds and iterating None raises.)
+    """
+    return getattr(cls, "__attrs_attrs__", None) is not None
+
+
+def is_nested(structure: object) -> bool:
+    """Checks if a given structure is nested.
+
+    Sequences (but not strings), mappings, mapping views and attrs instances are
+    nested; everything else, sets included, is a leaf.
+
+    >>> is_nested(42)
+    False
+    >>> is_nested({"foo": 42})
+    True
+    >>> is_nested("a string")
+    False
+
+    Args:
+      structure: A structure to check.
+
+    Returns:
+      Whether ``structure`` is a sequence, a mapping, a mapping view or an attrs
+      instance.
+    """
+    kind = type(structure)
+    if kind in _NESTED_BUILTINS:
+        return True
+    if kind in _LEAF_BUILTINS:
+        return False
+    if isinstance(structure, (dict, abc.Mapping, abc.MappingView)):
+        return True
+    if _has_attrs_fields(_class_of(structure)):
+        return True
+    if isinstance(structure, set):
+        _warn_about_set()
+    return isinstance(structure, abc.Sequence) and not isinstance(structure, _STRINGS)
+
+
+def _children(node: Any) -> list[Any]:
+    """The children of a nested node, in the C library's order."""
+    if issubclass(type(node), dict):  # PyDict_Check: the real type, not __class__
+        if type(node) in _PLAIN_DICTS:
+            return [node[key] for key in sorted(node)]
+        # The C library reads a dict subclass's storage, not its overrides.
+        return [dict.__getitem__(node, key) for key in sorted(dict.keys(node))]
+    if isinstance(node, abc.Mapping):
+        values = []
+        for key in sorted(list(node.keys())):
+            try:
+                values.append(node[key])
+            except Exception:  # noqa: BLE001 - the C library replaces any failure
+                raise RuntimeError(MAPPING_CHANGED)  # noqa: B904 - C keeps the context
+        return values
+    if _is_attrs(node):
+        return [getattr(node, name) for name in _attrs_field_names(node.__class__)]
+    if type(node) is list or type(node) is tuple:
+        return node
+    try:
+        iterator = iter(node)
+    except TypeError:
+        # PySequence_Fast(node, "") puts its empty message in place of the original.
+        raise TypeError("") from None
+    return list(iterator)
+
+
+def _class_name(cls: type) -> str:
+    """The C-level ``tp_name`` of a class: ``collections.OrderedDict``, ``list``, ``Foo``."""
+    if cls.__flags__ & _HEAP_TYPE_FLAG or cls.__module__ == "builtins":
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
+
+
+def _describe(value: object) -> str:
+    """How the C library draws a value in its messages."""
+    return f"type={_class_name(type(value)).rpartition('.')[2]} str={value}"
+
+
+def _unwrap(value: Any) -> Any:
+    return value.__wrapped__ if isinstance(value, ObjectProxy) else value
+
+
+def _is_namedtuple(instance: object, strict: bool = False) -> bool:
+    """Returns True iff ``instance`` is a namedtuple.
+
+    >>> import collections
+    >>> Point = collections.namedtuple("Point", ["x", "y"])
+    >>> _is_namedtuple(Point(1, 2)), _is_namedtuple((1, 2))
+    (True, False)
+
+    Args:
+      instance: An instance of a Python object.
+      strict: If True, a subclass of a namedtuple class does not count.
+
+    Returns:
+      True if ``instance`` is a ``namedtuple``.
+    """
+    instance = _unwrap(instance)
+    if not issubclass(type(instance), tuple):
+        return False
+    if strict and instance.__class__.__base__ is not tuple:
+        return False
+    # Read from the class: Dynamo of torch 2.5 and 2.6 cannot read it from a namedtuple made
+    # in the graph. (An instance attribute named _fields is not looked at.)
+    fields = getattr(type(instance), "_fields", None)
+    if not isinstance(fields, abc.Sequence):
+        return False
+    for field in fields:
+        if not isinstance(field, _STRINGS):
+            return False
+    return True
+
+
+def _fields_of(instance: Any) -> Any:
+    """A namedtuple's ``_fields``, read from its class (see :func:`_is_namedtuple`)."""
+    return type(_unwrap(instance))._fields
+
+
+def _same_namedtuples(first: Any, second: Any) -> bool:
+    if not (hasattr(first, "_fields") and hasattr(second, "_fields")):
+        raise RuntimeError("Expected namedtuple-like objects (that have _fields attr)")
+    if _fields_of(first) != _fields_of(second):
+        return False
+    return (
+        _class_name(type(first)).rpartition(".")[2] == _class_name(type(second)).rpartition(".")[2]
+    )
+
+
+def _different_keys(first: Any, second: Any) -> tuple[type[Exception], str]:
+    return ValueError, (
+        "The two dictionaries don't have the same set of keys. First structure has keys "
+        f"{_describe(list(first.keys()))}, while second structure has keys "
+        f"{_describe(list(second.keys()))}"
+    )
+
+
+def _node_mismatch(
+    first: Any, second: Any, check_types: bool
+) -> tuple[type[Exception], str] | None:
+    """Compares two nested nodes' kinds and keys, as the C library does before recursing."""
+    if not check_types:
+        return None
+    if _is_namedtuple(first, True) and _is_namedtuple(second, True):
+        same_type = _same_namedtuples(first, second)
+    else:
+        same_type = (
+            type(first) is type(second)
+            or (issubclass(type(first), list) and issubclass(type(second), list))
+            or (isinstance(first, abc.Mapping) and isinstance(second, abc.Mapping))
+        )
+    if not same_type:
+        return TypeError, (
+            "The two namedtuples don't have the same sequence type. First structure "
+            f"{_describe(first)} has type {_class_name(type(first))}, while second "
+            f"structure {_describe(second)} has type {_class_name(type(second))}"
+        )
+    if issubclass(type(first), dict) and issubclass(type(second), dict):
+        if len(first) != len(second):
+            return _different_keys(first, second)
+        for key in first:
+            if key not in second:
+                return _different_keys(first, second)
+    elif isinstance(first, abc.Mapping):
+        if len(first) != len(second):
+            return _different_keys(first, second)
+        for key in first:
+            try:
+                second[key]
+            except Exception:  # noqa: BLE001 - the C library's PyMapping_HasKey swallows all
+                return _different_keys(first, second)
+    return None
+
+
+def _structure_mismatch(
+    first: Any, second: Any, check_types: bool
+) -> tuple[type[Exception], str] | None:
+    """The first difference between two structures, in the C library's words, or None.
+
+    The C library walks both structures depth first and notices a length difference
+    only after comparing the children the two have in common; so does this loop.
+    """
+    pending = [first, second]
+    depth = 0
+    limit = _depth_limit()
+    while pending:
+        right = pending.pop()
+        left = pending.pop()
+        if left is _LEAVE:
+            depth -= 1
+            continue
+        if left is _SHORT:
+            return ValueError, (
+                "The two structures don't have the same number of elements. "
+                f"First structure: {_describe(right[0])}. Second structure: {_describe(right[1])}"
+            )
+        kind = type(left)
+        right_kind = type(right)
+        if (kind is _TENSOR or kind is _PARAMETER) and (
+            right_kind is _TENSOR or right_kind is _PARAMETER
+        ):
+            continue
+        # Exact lists, tuples and dicts of the same type: the common case, inlined.
+        if kind is right_kind and (kind is list or kind is tuple):
+            left_children = left
+            right_children = right
+        elif kind is dict and right_kind is dict:
+            if check_types:
+                if len(left) != len(right):
+                    return _different_keys(left, right)
+                for key in left:
+                    if key not in right:
+                        return _different_keys(left, right)
+            left_children = [left[key] for key in sorted(left)]
+            right_children = [right[key] for key in sorted(right)]
+        else:
+            mismatch_or_children = _generic_pair(left, right, check_types)
+            if mismatch_or_children is None:
+                continue
+            if len(mismatch_or_children) == 2:
+                return mismatch_or_children
+            _, left, right, left_children, right_children = mismatch_or_children
+        depth += 1
+        if depth > limit:
+            raise RecursionError(NESTING_TOO_DEEP.format("assert_same_structure"))
+        pending.append(_LEAVE)
+        pending.append(None)
+        common = min(len(left_children), len(right_children))
+        if common != len(left_children) or common != len(right_children):
+            pending.append(_SHORT)
+            pending.append((left, right))
+        for index in range(common - 1, -1, -1):
+            pending.append(left_children[index])
+            pending.append(right_children[index])
+    return None
+
+
+def _generic_pair(left: Any, right: Any, check_types: bool) -> Any:
+    """Compares two nodes of any kinds, as the C library does.
+
+    Returns None if both are leaves, ``(error type, message)`` if they differ, else
+    ``(None, left, right, left's children, right's children)`` with proxies unwrapped
+    where ``check_types`` asks for it.
+    """
+    left_nested = is_nested(left)
+    if left_nested != is_nested(right):
+        nested, leaf = (left, right) if left_nested else (right, left)
+        return ValueError, (
+            f'Substructure "{_describe(nested)}" is a sequence, while substructure '
+            f'"{_describe(leaf)}" is not'
+        )
+    if not left_nested:
+        return None
+    if check_types:
+        left = _unwrap(left)
+        right = _unwrap(right)
+    mismatch = _node_mismatch(left, right, check_types)
+    if mismatch is not None:
+        return mismatch
+    return None, left, right, _children(left), _children(right)
