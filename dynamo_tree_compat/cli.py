@@ -166,22 +166,7 @@ def _run_model(mode: str, backend: str, steps: int) -> Run:
     )
 
 
-_MACHINERY = tuple(
-    os.path.join("dynamo_tree_compat", name) for name in ("substitutions.py", "dmtree.py")
-)
-
-
-def _call_site(item: Any) -> str:
-    """The innermost user frame of a break, skipping the twins' own frames."""
-    for frame in reversed(item.frames):
-        if not frame.rpartition(":")[0].endswith(_MACHINERY):
-            return str(frame)
-    if not item.location.rpartition(":")[0].endswith(_MACHINERY):
-        return str(item.location)
-    return "(repeat: Dynamo reports a call site once)"
-
-
-def doctor(backend: str, steps: int, as_json: bool) -> int:
+def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> int:
     """Prints the report and runs the live check; returns the exit status."""
     _progress("importing torch and Dynamo")
     importlib.import_module("torch._dynamo")  # the twins register once Dynamo is loaded
@@ -214,15 +199,66 @@ def doctor(backend: str, steps: int, as_json: bool) -> int:
             )
         )
         return status
-    print("dynamo-tree-compat doctor\n")
-    print(_table(list(report.versions.items()), ["package", "version"]))
+    print(_summary(report, rows, runs, uses, backend, verdict))
+    if show_all:
+        print()
+        print(_table(rows, ["library", "function", "under torch.compile"]))
+        for run in runs:
+            for item, count in Counter(run.breaks).items():
+                print(f"  {count} x break ({run.mode}): {item}")
+    return status
+
+
+#: How each coverage state reads in the summary, by its first words.
+_LAYERS = (
+    ("twin: traced by this package", "twin"),
+    ("twin by this package", "twin"),
+    ("fast path by this package", "fast path, else optree's code"),
+    ("this package: optree's C code", "C layer (optree._C)"),
+    ("optree's own code", "optree's own code over the C layer"),
+    ("torch: traced through torch's own polyfill", "torch's polyfill"),
+    ("changes optree's state", "not traced (changes optree's state)"),
+)
+
+
+def _layer_of(state: str) -> str:
+    for prefix, layer in _LAYERS:
+        if state.startswith(prefix):
+            return layer
+    return "not covered: " + state
+
+
+def _summary(
+    report: Any,
+    rows: list[tuple[str, str, str]],
+    runs: list[Run],
+    uses: list[str],
+    backend: str,
+    verdict: str,
+) -> str:
+    """The doctor's first screen: versions, mode, coverage by layer, the live check."""
+    versions = ", ".join(f"{name} {version or '-'}" for name, version in report.versions.items())
     how = report.activated_by or ("off (DYNAMO_TREE_COMPAT=0)" if report.switched_off else "off")
-    print(f"\nmode: {report.mode}; activated by: {how}")
     hooks = "; ".join(f"{hook} OFF: {why}" for hook, why in report.hooks_off.items())
-    print(f"private Dynamo hooks: {hooks or 'all on'}\n")
-    print(_table(rows, ["library", "function", "under torch.compile"]))
+    lines = [
+        "dynamo-tree-compat doctor",
+        versions,
+        f"mode: {report.mode}, activated by: {how}; private Dynamo hooks: {hooks or 'all on'}",
+        "",
+    ]
+    from . import _dynamo
+
+    for library in ("dm-tree", "optree"):
+        layers = Counter(
+            "fast path, else twin" if name in _dynamo.FAST_PATHS and lib == "dm-tree" else layer
+            for lib, name, state in rows
+            if lib == library and not state.startswith("this optree")  # not in this version
+            for layer in [_layer_of(state)]
+        )
+        lines.append(f"{library}: {sum(layers.values())} functions")
+        lines += [f"  {count:3} {layer}" for layer, count in layers.most_common()]
     if runs:
-        print(f"\nlive check: the built-in model ({', '.join(uses)}), backend={backend}\n")
+        lines += ["", f"live check: the built-in model ({', '.join(uses)}), backend={backend}"]
         table_rows = [
             (
                 run.mode,
@@ -235,12 +271,9 @@ def doctor(backend: str, steps: int, as_json: bool) -> int:
             for run in runs
         ]
         header = ["package", "graphs", "graph breaks", "compile s", "ms/step", "same as eager"]
-        print(_table(table_rows, header))
-        for run in runs:
-            for item, count in Counter(run.breaks).items():
-                print(f"  {count} x break ({run.mode}): {item}")
-    print(f"\n{verdict}")
-    return status
+        lines.append(_table(table_rows, header))
+    lines += ["", verdict, "(--all: every function and every break; --json: all of it)"]
+    return "\n".join(lines)
 
 
 def _verdict(uses: list[str], runs: list[Run], report: Any) -> tuple[str, int]:
@@ -270,19 +303,6 @@ def _verdict(uses: list[str], runs: list[Run], report: Any) -> tuple[str, int]:
 _CHILD_FLAG = "--_explain-child"
 
 
-def _library_of(message: str, frames: list[str]) -> str:
-    """Which tree library a graph break comes from, judged by its report."""
-    if "dynamo-tree-compat is disabled here" in message:
-        return "dm-tree"  # a twin's gate, breaking because the mode is off
-    if "module: tree," in message or f"{os.sep}tree{os.sep}__init__.py" in message:
-        return "dm-tree"
-    if "optree" in message:
-        return "optree"
-    if "_pytree" in message:
-        return "torch pytree"
-    return "-"
-
-
 def _explain_child(argv: list[str]) -> int:
     """Runs the user's program under the graph-break recorder; writes what it saw."""
     output, kind, target, *args = argv
@@ -304,9 +324,9 @@ def _explain_child(argv: list[str]) -> int:
             exit_code = stop.code
     breaks = [
         {
-            "location": _call_site(item),
+            "location": item.call_site,
             "reason": item.reason,
-            "library": _library_of(item.message, item.frames),
+            "library": item.library,
         }
         for item in recorder.breaks
     ]
@@ -396,6 +416,9 @@ def _parser() -> argparse.ArgumentParser:
     doctor_parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     doctor_parser.add_argument("--steps", type=int, default=50, help="timed steps per run")
     doctor_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor_parser.add_argument(
+        "--all", action="store_true", help="also every function's coverage and every break"
+    )
     explain_parser = commands.add_parser("explain", help="graph breaks of a program, grouped")
     explain_parser.add_argument("-m", dest="module", help="run a module, as python -m does")
     explain_parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -423,4 +446,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not options.program:
             raise SystemExit("explain needs a script path or -m module")
         return explain("path", options.program[0], options.program[1:], options.json)
-    return doctor(options.backend, options.steps, options.json)
+    return doctor(options.backend, options.steps, options.json, options.all)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 
 from .internals import GRAPH_BREAK_LOGGER
@@ -42,6 +43,41 @@ class GraphBreak:
 
     def __repr__(self) -> str:
         return f"GraphBreak({self.location!r}, {self.reason!r})"
+
+    @property
+    def library(self) -> str:
+        """Which tree library the break comes from: "dm-tree", "optree", "torch pytree",
+        or "-", judged by its report."""
+        message = self.message
+        if "dynamo-tree-compat is disabled here" in message:
+            return "dm-tree"  # a twin's gate, breaking because the mode is off
+        if "module: tree," in message or f"{os.sep}tree{os.sep}__init__.py" in message:
+            return "dm-tree"
+        if "optree" in message:
+            return "optree"
+        if "_pytree" in message:
+            return "torch pytree"
+        return "-"
+
+    @property
+    def call_site(self) -> str:
+        """The innermost user frame of the break, skipping this package's own frames."""
+        for frame in reversed(self.frames):
+            if not _is_machinery(frame):
+                return frame
+        if not _is_machinery(self.location):
+            return self.location
+        return "(repeat: Dynamo reports a call site once)"
+
+
+# The twins' frames, which a break's report names but a user did not write.
+_MACHINERY_FILES = (os.path.join("dynamo_tree_compat", "substitutions.py"),)
+_MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "dmtree") + os.sep,)
+
+
+def _is_machinery(frame: str) -> bool:
+    path = frame.rpartition(":")[0]
+    return path.endswith(_MACHINERY_FILES) or any(part in path for part in _MACHINERY_DIRS)
 
 
 def parse_graph_break(message: str) -> GraphBreak:

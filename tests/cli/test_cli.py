@@ -57,18 +57,27 @@ def test_doctor_counts_graphs_and_breaks_of_the_built_in_model() -> None:
     assert "compiling the built-in model with the package enabled" in completed.stderr
 
 
-def test_doctor_prints_tables_and_is_the_default_command() -> None:
-    completed = run_cli("--backend", "eager", "--steps", "1")
-    out = completed.stdout
+def test_doctor_answers_on_its_first_screen_and_is_the_default_command() -> None:
+    out = run_cli("--backend", "eager", "--steps", "1").stdout
+    lines = out.rstrip().splitlines()
+    assert len(lines) <= 25, out
+    assert lines[1].startswith("python ") and " optree " in lines[1]  # versions
+    assert lines[2].startswith("mode: on, activated by:") and "hooks: all on" in lines[2]
+    assert "dm-tree: 20 functions" in lines and "    6 fast path, else twin" in lines
+    assert any(line.startswith("optree: ") and line.endswith(" functions") for line in lines)
+    assert "package   graphs  graph breaks  compile s  ms/step  same as eager" in lines
+    assert lines[-2].startswith("OK: everything covered traced")
+    assert "tree.flatten" not in out  # the per-function table waits for --all
+
+
+def test_doctor_all_prints_every_function_and_every_break() -> None:
+    out = run_cli("doctor", "--all", "--backend", "eager", "--steps", "1").stdout
     assert any(
         line.split()[:2] == ["dm-tree", "tree.flatten"] and "traced by this package" in line
         for line in out.splitlines()
     )
-    assert any(line.split()[:1] == ["optree"] for line in out.splitlines()[:8])  # versions
-    assert "package   graphs  graph breaks" in out
     assert "5 x" not in out and "1 x break (disabled): tree.flatten runs untraced" in out
     assert "break (disabled): raises AttributeError(\"'PyTreeSpec' object has no attribute" in out
-    assert out.rstrip().splitlines()[-1].startswith("OK: everything covered traced")
 
 
 def test_doctor_exits_non_zero_with_a_reason_when_twins_cannot_register() -> None:
@@ -88,7 +97,7 @@ def test_doctor_exits_non_zero_with_a_reason_when_twins_cannot_register() -> Non
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert (
         completed.stdout.rstrip()
-        .splitlines()[-1]
+        .splitlines()[-2]  # the verdict, above the pointer to --all
         .startswith("FAIL: the dm-tree twins are not registered")
     )
 
