@@ -110,51 +110,48 @@ def test_without_dm_tree_installation_status_says_so_and_optree_still_registers(
     ]
 
 
+def _warnings_in_a_fresh_process(torch_change: str, after: str) -> list[str]:
+    """Changes torch as ``torch_change`` says, imports the package, dm-tree, Dynamo and
+    optree, checks nothing registered, prints the package's warnings, then runs ``after``.
+    """
+    code = f"""
+import warnings, torch, torch.compiler
+{torch_change}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import dynamo_tree_compat, tree, torch._dynamo
+    import tree as again, optree
+from dynamo_tree_compat import substitutions
+assert substitutions.REGISTERED == {{}}
+messages = [str(w.message) for w in caught if w.category.__name__ ==
+            "DynamoTreeCompatWarning"]
+print(len(messages), messages[0])
+{after}
+"""
+    return run_fresh(code).stdout.strip().splitlines()
+
+
 def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None:
-    completed = run_fresh(
-        """
-        import warnings, torch.compiler
-        del torch.compiler.substitute_in_graph
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            import dynamo_tree_compat, tree, torch._dynamo
-            import tree as again
-        from dynamo_tree_compat import substitutions
-        assert substitutions.REGISTERED == {}
-        messages = [str(w.message) for w in caught if w.category.__name__ ==
-                    "DynamoTreeCompatWarning"]
-        print(len(messages), messages[0])
-        print(dynamo_tree_compat.status().functions["tree.flatten"])
-        """
+    first, second = _warnings_in_a_fresh_process(
+        "del torch.compiler.substitute_in_graph",
+        'print(dynamo_tree_compat.status().functions["tree.flatten"])',
     )
-    first, second = completed.stdout.strip().splitlines()
     assert first == "1 dynamo-tree-compat is doing nothing: " + _dynamo.SUBSTITUTE_UNAVAILABLE
     assert second == _dynamo.SUBSTITUTE_UNAVAILABLE
 
 
 def test_torch_outside_the_tested_releases_warns_once_and_does_nothing() -> None:
-    completed = run_fresh(
+    first, second = _warnings_in_a_fresh_process(
+        'torch.__version__ = "2.16.0"',
         """
-        import warnings, torch
-        torch.__version__ = "2.16.0"
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            import dynamo_tree_compat, tree, torch._dynamo
-            import optree
-        from dynamo_tree_compat import substitutions
-        assert substitutions.REGISTERED == {}
-        messages = [str(w.message) for w in caught if w.category.__name__ ==
-                    "DynamoTreeCompatWarning"]
-        print(len(messages), messages[0])
-        x = torch.ones(1)
-        try:
-            torch.compile(lambda x: tree.flatten([x * 2]), backend="eager", fullgraph=True)(x)
-            print("traced")
-        except torch._dynamo.exc.Unsupported:
-            print("graph break, as without the package")
-        """
+x = torch.ones(1)
+try:
+    torch.compile(lambda x: tree.flatten([x * 2]), backend="eager", fullgraph=True)(x)
+    print("traced")
+except torch._dynamo.exc.Unsupported:
+    print("graph break, as without the package")
+""",
     )
-    first, second = completed.stdout.strip().splitlines()
     (low_major, low_minor), (high_major, high_minor) = substitutions.TORCH_RANGE
     assert first == (
         "1 dynamo-tree-compat is doing nothing: torch 2.16.0 is outside the releases this "
