@@ -6,8 +6,7 @@ it only arms the post-import hook.
 
 from __future__ import annotations
 
-from . import activation
-from ._dynamo import runtime
+from . import _dynamo, activation
 
 __all__ = ["load"]
 
@@ -18,7 +17,7 @@ def load() -> None:
     It also registers ``TORCH_LOGS=+dynamo_tree_compat``, which torch parses right after.
     """
     try:
-        runtime.register_log_name()
+        _dynamo.register_log_name()
     except Exception as error:  # noqa: BLE001 - runs inside import torch
         activation.warn_once(f"registering the TORCH_LOGS name failed: {error}")
     activation.activate("autoload")

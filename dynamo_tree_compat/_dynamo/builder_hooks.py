@@ -14,7 +14,7 @@ import operator
 from typing import Any
 
 from . import internals
-from .guards import guard_flag, spec_text_source
+from .guards import flag_is_on, guard_flag, spec_text_source
 from .optree_c import method_caller_class, spec_variable_class
 from .reading import too_deep
 from .runtime import step_aside
@@ -23,12 +23,6 @@ __all__ = ["hook", "is_hooked", "unhook"]
 
 #: (owner, name, what it was before the hook), in the order the hooks went in.
 _HOOKED: list[tuple[Any, str, Any]] = []
-
-
-def _flag_is_on(flag_path: str) -> bool:
-    from .handlers import flag_is_on
-
-    return flag_is_on(flag_path)
 
 
 def _lies_about_its_class(value: Any) -> bool:
@@ -43,14 +37,14 @@ def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
     import optree
 
     source, tx = builder.source, internals.builder_tx(builder)
-    if type(value) is operator.methodcaller and _flag_is_on(flag_path):
+    if type(value) is operator.methodcaller and flag_is_on(flag_path):
         # optree's flatten function for @register_pytree_node_class classes.
         internals.guard_id(source)
         guard_flag(tx, flag_path)
         return method_caller_class()(value, source=source)
     if type(value) is optree.PyTreeSpec:
         guard_flag(tx, flag_path)
-        if _flag_is_on(flag_path):
+        if flag_is_on(flag_path):
             internals.guard_type(source)
             try:
                 internals.guard_constant(spec_text_source(source))
@@ -58,13 +52,13 @@ def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
                 internals.guard_id(source)
             return spec_variable_class()(value, source=source)
         return None
-    if _lies_about_its_class(value) and _flag_is_on(flag_path):
+    if _lies_about_its_class(value) and flag_is_on(flag_path):
         # Dynamo takes it for the container it claims to be, and fails on it.
         internals.guard_type(source)
         guard_flag(tx, flag_path)
         return internals.kinds().UserObject(value, source=source)
     if type(value) is collections.deque and value.maxlen is not None:
-        if _flag_is_on(flag_path) and source is not None:
+        if flag_is_on(flag_path) and source is not None:
             return _with_maxlen(tx, wrap(builder, value), source, value.maxlen, flag_path)
     return None
 
@@ -75,12 +69,10 @@ def _with_maxlen(tx: Any, variable: Any, source: Any, maxlen: int, flag_path: st
     error of ours, the variable stays as Dynamo built it (it must not be built twice).
     """
     try:
-        current = getattr(variable, "maxlen", None)
-        if hasattr(current, "is_python_constant") and current.is_python_constant():
-            if current.as_python_constant() is None:
-                internals.guard_constant(internals.sources().Attr(source, "maxlen"))
-                guard_flag(tx, flag_path)
-                internals.set_deque_maxlen(variable, maxlen)
+        if internals.deque_lost_maxlen(variable):
+            internals.guard_constant(internals.sources().Attr(source, "maxlen"))
+            guard_flag(tx, flag_path)
+            internals.set_deque_maxlen(variable, maxlen)
     except internals.dynamo_errors():
         raise
     except Exception as error:  # noqa: BLE001 - Dynamo's deque, without its maxlen
@@ -115,7 +107,7 @@ def hook(flag_path: str) -> bool:
         try:
             return wrap(builder, value)
         except RecursionError:  # Dynamo's builder recurses through a list that comes in
-            if not isinstance(value, (list, tuple, dict)) or not _flag_is_on(flag_path):
+            if not isinstance(value, (list, tuple, dict)) or not flag_is_on(flag_path):
                 raise
             return too_deep(internals.builder_tx(builder), "a structure that comes in")
 
@@ -142,7 +134,7 @@ def _hook_tensor_check(flag_path: str) -> None:
         try:
             return original(frame)
         except RecursionError:
-            if not _flag_is_on(flag_path):
+            if not flag_is_on(flag_path):
                 raise
             return True
 

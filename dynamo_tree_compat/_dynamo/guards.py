@@ -15,6 +15,7 @@ from typing import Any
 from . import internals
 
 __all__ = [
+    "flag_is_on",
     "guard_dict_order",
     "guard_flag",
     "guard_registration",
@@ -47,6 +48,12 @@ def _guard_attribute(tx: Any, holder: Any, name: str, prefix: str) -> None:
     s = internals.sources()
     holder_source = s.Global(internals.install_global(tx, prefix, holder))
     internals.guard_constant(s.Attr(holder_source, name))
+
+
+def flag_is_on(flag_path: str) -> bool:
+    """The value of the module attribute at ``flag_path``, as a bool (False if absent)."""
+    module, _, name = flag_path.rpartition(".")
+    return bool(getattr(sys.modules.get(module), name, False))
 
 
 def guard_flag(tx: Any, flag_path: str) -> None:

@@ -15,16 +15,16 @@ to the twin or to torch's own handling.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from .. import config
 from . import dmtree_fast, internals, optree_c, optree_fast, probes
+from .guards import flag_is_on
 from .reading import Cycle, Fallback, cycle_break, stepped_aside_break
 from .runtime import STATS, step_aside
 
-__all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "flag_is_on", "handled_variable_class"]
+__all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
 
 Handler = Callable[[Any, list[Any], dict[str, Any]], Any]
 
@@ -36,12 +36,6 @@ OPTREE_C_LAYER: dict[str, Handler] = dict(optree_c.HANDLERS)
 #: id(original) -> (original, its import path, the mode flag's path, torch's way or None,
 #: our way or None); set by the registration.
 HANDLED: dict[int, tuple[Callable[..., Any], str, str, Any, Any]] = {}
-
-
-def flag_is_on(flag_path: str) -> bool:
-    """The value of the module attribute at ``flag_path``, as a bool (False if absent)."""
-    module, _, name = flag_path.rpartition(".")
-    return bool(getattr(sys.modules.get(module), name, False))
 
 
 def _handler(name: str) -> Handler | None:

@@ -302,14 +302,17 @@ def resolve_source(tx: Any, source: Any) -> Any:
     return resolve(source)
 
 
-def set_deque_maxlen(variable: Any, maxlen: int) -> bool:
-    """Puts a deque variable's ``maxlen`` back; False where Dynamo keeps it otherwise."""
+def deque_lost_maxlen(variable: Any) -> bool:
+    """Whether Dynamo's deque variable holds its ``maxlen`` as the constant None."""
     current = getattr(variable, "maxlen", None)
     if not (hasattr(current, "is_python_constant") and current.is_python_constant()):
-        return False
-    if current.as_python_constant() is None:
-        variable.maxlen = constant(maxlen)
-    return True
+        return False  # not Dynamo's deque variable as this package knows it
+    return current.as_python_constant() is None
+
+
+def set_deque_maxlen(variable: Any, maxlen: int) -> None:
+    """Puts a deque variable's ``maxlen`` back (see :func:`deque_lost_maxlen`)."""
+    variable.maxlen = constant(maxlen)
 
 
 def load_global(codegen: Any, prefix: str, value: Any) -> None:
