@@ -1,10 +1,13 @@
-"""The dm-tree fast path: common calls done at Dynamo's variable level.
+"""The dm-tree fast path: every dm-tree call done at Dynamo's variable level.
 
 Tracing a Python twin costs Dynamo an interpreted step per bytecode. For the common case
 (exact dicts, lists and tuples of tensors and constants) these handlers read the
 structure straight from Dynamo's variables, as torch's own tree_map fast path does, and
 build the result the twin would. Anything else, anywhere in the structure, raises
 :class:`~.reading.Fallback` before any user code is traced: the twin then runs.
+
+The walks are iterative, so they go as deep as dm-tree's traced limit
+(``TRACED_MAX_DEPTH``); past it, the call ends the graph with a message naming it.
 """
 
 from __future__ import annotations
@@ -12,61 +15,80 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import dmtree
 from . import internals
-from .reading import DICT, FAST_PATH_MAX_DEPTH, LEAF, LIST, TUPLE, Fallback, node
+from .reading import DICT, LEAF, LIST, TUPLE, Fallback, node, too_deep
 
 __all__ = ["HANDLERS"]
 
+#: One node of a walk, in dm-tree's order: a leaf's number, or
+#: ``(kind, container variable, sorted keys, number of children)``.
+Entry = Any
 
-def _walk(roots: list[Any], paths: list[Any] | None) -> tuple[Any, list[list[Any]]]:
-    """Checks that ``roots`` have one structure; returns (skeleton, leaves by position).
 
-    If ``paths`` is a list, it receives each leaf's path, as a tuple of the variables
-    of its keys and indices.
+class _TooDeep(Exception):
+    """The structure nests deeper than dm-tree's traced limit."""
+
+
+def _walk(
+    roots: list[Any], paths: list[Any] | None = None, up_to: bool = False
+) -> tuple[list[Entry], list[list[Any]]]:
+    """Reads structures of one layout: (nodes of the first, in dm-tree's order; leaves
+    by position, a row of one variable per structure).
+
+    With ``up_to``, the first root is a shallow structure: where it has a leaf, the
+    others' values there are taken whole, unread. If ``paths`` is a list, it receives
+    each leaf's path, as a tuple of the variables of its keys and indices.
     """
+    entries: list[Entry] = []
     leaves: list[list[Any]] = []
     index_variables: dict[int, Any] = {}  # path entries are shared variables, made once
-
-    def index_variable(index: int) -> Any:
-        if index not in index_variables:
-            index_variables[index] = internals.constant(index)
-        return index_variables[index]
-
-    def visit(variables_: list[Any], depth: int, path: tuple[Any, ...]) -> Any:
-        kind, first, keys, children = node(variables_[0])
-        others = [node(other) for other in variables_[1:]]
+    limit = dmtree.TRACED_MAX_DEPTH
+    pending: list[tuple[list[Any], int, tuple[Any, ...]]] = [(roots, 1, ())]
+    while pending:
+        variables, depth, path = pending.pop()
+        kind, first, keys, children = node(variables[0])
         if kind == LEAF:
-            if any(other[0] != LEAF for other in others):
-                raise Fallback
-            leaves.append([first, *(other[1] for other in others)])
+            if up_to:
+                row = [first, *variables[1:]]
+            else:
+                row = [first]
+                for other in variables[1:]:
+                    other_kind, other_first, _, _ = node(other)
+                    if other_kind != LEAF:
+                        raise Fallback
+                    row.append(other_first)
+            entries.append(len(leaves))
+            leaves.append(row)
             if paths is not None:
                 paths.append(path)
-            return len(leaves) - 1
-        if depth >= FAST_PATH_MAX_DEPTH:
-            raise Fallback
+            continue
+        if depth > limit:
+            raise _TooDeep
+        others = [node(other) for other in variables[1:]]
         for other in others:
             if other[0] != kind or len(other[3]) != len(children):
                 raise Fallback
             if keys is not None and [key[0] for key in keys] != [key[0] for key in other[2]]:
                 raise Fallback
-        parts = []
-        for index, child in enumerate(children):
+        entries.append((kind, first, keys, len(children)))
+        for index in range(len(children) - 1, -1, -1):
             if paths is None:
                 step = path
+            elif keys:
+                step = (*path, keys[index][2])
             else:
-                step = path + (keys[index][2] if keys else index_variable(index),)
-            parts.append(visit([child, *(other[3][index] for other in others)], depth + 1, step))
-        return kind, first, keys, parts
+                if index not in index_variables:
+                    index_variables[index] = internals.constant(index)
+                step = (*path, index_variables[index])
+            pending.append(
+                ([children[index], *(other[3][index] for other in others)], depth + 1, step)
+            )
+    return entries, leaves
 
-    return visit(roots, 0, ()), leaves
 
-
-def _rebuild(skeleton: Any, results: list[Any]) -> Any:
-    """The skeleton's containers, rebuilt around ``results`` (as dm-tree's unflatten_as)."""
-    if type(skeleton) is int:
-        return results[skeleton]
-    kind, first, keys, parts = skeleton
-    items = [_rebuild(part, results) for part in parts]
+def _container(kind: int, first: Any, keys: Any, items: list[Any]) -> Any:
+    """A new container of ``first``'s kind holding ``items`` (dm-tree's _sequence_like)."""
     if kind == LIST:
         return internals.new_list(items)
     if kind == TUPLE:
@@ -77,70 +99,128 @@ def _rebuild(skeleton: Any, results: list[Any]) -> Any:
     return internals.new_dict({tracker: by_tracker[tracker] for tracker in order})
 
 
-def _one_structure(args: list[Any], kwargs: dict[str, Any]) -> None:
-    if kwargs or len(args) != 1:
-        raise Fallback
+def _rebuild(entries: list[Entry], results: list[Any]) -> Any:
+    """The walked containers, rebuilt around ``results`` (as dm-tree's unflatten_as)."""
+    built: list[Any] = []
+    for entry in reversed(entries):
+        if type(entry) is int:
+            built.append(results[entry])
+            continue
+        kind, first, keys, count = entry
+        items = [built.pop() for _ in range(count)]
+        built.append(_container(kind, first, keys, items))
+    return built[0]
 
 
-def _check_types_only(kwargs: dict[str, Any]) -> None:
-    if set(kwargs) - {"check_types"} or not all(v.is_python_constant() for v in kwargs.values()):
+def _bind(
+    args: list[Any], kwargs: dict[str, Any], names: tuple[str, ...], constants: dict[str, Any]
+) -> list[Any]:
+    """The arguments by ``names``; those in ``constants`` are optional, must be constants,
+    and come as their values. Anything else raises Fallback: the twin raises dm-tree's
+    own error."""
+    if len(args) > len(names) or set(kwargs) - set(names[len(args) :]):
         raise Fallback
+    bound = dict(zip(names, args)) | kwargs
+    found = []
+    for name in names:
+        if name in constants:
+            variable = bound.get(name)
+            if variable is None:
+                found.append(constants[name])
+            elif variable.is_python_constant():
+                found.append(variable.as_python_constant())
+            else:
+                raise Fallback
+        elif name in bound:
+            found.append(bound[name])
+        else:
+            raise Fallback
+    return found
+
+
+def _callable(variable: Any) -> Any:
+    if not isinstance(variable, internals.kinds().callables):
+        raise Fallback
+    return variable
+
+
+def _path_tuples(paths: list[Any]) -> list[Any]:
+    return [internals.new_tuple(list(path)) for path in paths]
+
+
+def _deep_enough(handler: Callable[[Any, list[Any], dict[str, Any]], Any]) -> Any:
+    """Past dm-tree's traced depth, the handler ends the graph with a message naming it."""
+
+    def handle(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        try:
+            return handler(tx, args, kwargs)
+        except _TooDeep:
+            what = f"tree.{handler.__name__}"
+            return too_deep(tx, what, dmtree.TRACED_MAX_DEPTH, "dm-tree")
+
+    handle.__name__ = handler.__name__
+    handle.__doc__ = handler.__doc__
+    return handle
 
 
 def is_nested(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``tree.is_nested``."""
-    _one_structure(args, kwargs)
-    return internals.constant(node(args[0])[0] != LEAF)
+    (structure,) = _bind(args, kwargs, ("structure",), {})
+    return internals.constant(node(structure)[0] != LEAF)
 
 
 def flatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``tree.flatten``."""
-    _one_structure(args, kwargs)
-    _, leaves = _walk(args, None)
+    (structure,) = _bind(args, kwargs, ("structure",), {})
+    _, leaves = _walk([structure])
     return internals.new_list([leaf[0] for leaf in leaves])
+
+
+def _pairs(paths: list[Any], values: list[Any]) -> Any:
+    tuples = _path_tuples(paths)
+    return internals.new_list(
+        [internals.new_tuple([path, value]) for path, value in zip(tuples, values)]
+    )
 
 
 def flatten_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``tree.flatten_with_path``."""
-    _one_structure(args, kwargs)
+    (structure,) = _bind(args, kwargs, ("structure",), {})
     paths: list[Any] = []
-    _, leaves = _walk(args, paths)
-    pairs = [
-        internals.new_tuple([internals.new_tuple(list(path)), leaf[0]])
-        for path, leaf in zip(paths, leaves)
-    ]
-    return internals.new_list(pairs)
+    _, leaves = _walk([structure], paths)
+    return _pairs(paths, [leaf[0] for leaf in leaves])
 
 
 def assert_same_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``tree.assert_same_structure``."""
-    _check_types_only(kwargs)
-    if (
-        len(args) + len(kwargs) > 3
-        or len(args) < 2
-        or not all(a.is_python_constant() for a in args[2:])
-    ):
-        raise Fallback
-    _walk(args[:2], None)  # same exact kinds, lengths and keys: check_types is moot
+    a, b, _ = _bind(args, kwargs, ("a", "b", "check_types"), {"check_types": True})
+    _walk([a, b])  # same exact kinds, lengths and keys: check_types is moot
     return internals.constant(None)
 
 
-def _map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
-    _check_types_only(kwargs)
-    if len(args) < 2 or not isinstance(args[0], internals.kinds().callables):
-        raise Fallback
-    func = args[0]
-    paths: list[Any] | None = [] if with_path else None
-    skeleton, leaves = _walk(args[1:], paths)
-    # Everything is checked before the first call of func: from here on, no fallback.
+def _call(tx: Any, func: Any, args: list[Any]) -> Any:
+    """``func(*args)`` while tracing; one that only returns an argument or a constant is
+    not inlined (see ``internals.trivial_call``)."""
+    result = internals.trivial_call(func, args)
+    return func.call_function(tx, args, {}) if result is None else result
+
+
+def _call_rows(tx: Any, func: Any, rows: list[list[Any]], paths: list[Any] | None) -> list[Any]:
+    """``func`` on each row of values, after the path where there are paths."""
     if paths is None:
-        results = [func.call_function(tx, leaf, {}) for leaf in leaves]
-    else:
-        results = [
-            func.call_function(tx, [internals.new_tuple(list(path)), *leaf], {})
-            for path, leaf in zip(paths, leaves)
-        ]
-    return _rebuild(skeleton, results)
+        return [_call(tx, func, row) for row in rows]
+    return [_call(tx, func, [path, *row]) for path, row in zip(_path_tuples(paths), rows)]
+
+
+def _map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+    if set(kwargs) - {"check_types"} or len(args) < 2:
+        raise Fallback
+    _bind([], kwargs, ("check_types",), {"check_types": True})
+    func = _callable(args[0])
+    paths: list[Any] | None = [] if with_path else None
+    entries, leaves = _walk(args[1:], paths)
+    # Everything is checked before the first call of func: from here on, no fallback.
+    return _rebuild(entries, _call_rows(tx, func, leaves, paths))
 
 
 def map_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -153,9 +233,139 @@ def map_structure_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) ->
     return _map(tx, args, kwargs, with_path=True)
 
 
+def _flatten_up_to(args: list[Any], kwargs: dict[str, Any], paths: list[Any] | None) -> Any:
+    names = ("shallow_structure", "input_structure", "check_types")
+    shallow, structure, _ = _bind(args, kwargs, names, {"check_types": True})
+    _, leaves = _walk([shallow, structure], paths, up_to=True)
+    return [leaf[1] for leaf in leaves]
+
+
+def flatten_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``tree.flatten_up_to``: the same kinds, lengths and keys down to the shallow
+    structure's leaves (else the twin raises dm-tree's error)."""
+    return internals.new_list(_flatten_up_to(args, kwargs, None))
+
+
+def flatten_with_path_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``tree.flatten_with_path_up_to``."""
+    paths: list[Any] = []
+    values = _flatten_up_to(args, kwargs, paths)
+    return _pairs(paths, values)
+
+
+def _map_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+    if set(kwargs) - {"check_types"} or len(args) < 3:
+        raise Fallback
+    _bind([], kwargs, ("check_types",), {"check_types": True})  # ignored, as in dm-tree
+    shallow, func = args[0], _callable(args[1])
+    paths: list[Any] | None = [] if with_path else None
+    entries, leaves = _walk([shallow, *args[2:]], paths, up_to=True)
+    rows = [leaf[1:] for leaf in leaves]
+    return _rebuild(entries, _call_rows(tx, func, rows, paths))
+
+
+def map_structure_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``tree.map_structure_up_to``."""
+    return _map_up_to(tx, args, kwargs, with_path=False)
+
+
+def map_structure_with_path_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``tree.map_structure_with_path_up_to``."""
+    return _map_up_to(tx, args, kwargs, with_path=True)
+
+
+def unflatten_as(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``tree.unflatten_as``, from a list or tuple of the structure's leaf count."""
+    structure, flat = _bind(args, kwargs, ("structure", "flat_sequence"), {})
+    kind, _, _, items = node(flat)
+    if kind not in (LIST, TUPLE):
+        raise Fallback
+    entries, leaves = _walk([structure])
+    if len(leaves) != len(items):
+        raise Fallback  # the twin raises dm-tree's error
+    return _rebuild(entries, items)
+
+
+def _is_none(variable: Any) -> bool:
+    variable = variable.realize()
+    return (
+        type(variable) is internals.kinds().Constant and internals.constant_value(variable) is None
+    )
+
+
+def _maps_to_none(variable: Any) -> bool:
+    value = internals.object_value(variable.realize())
+    return value is not None and (
+        value is dmtree.MAP_TO_NONE or value is dmtree._dm_tree_map_to_none
+    )
+
+
+def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+    names = ("fn", "structure", "top_down")
+    fn, structure, top_down = _bind(args, kwargs, names, {"top_down": True})
+    fn = _callable(fn)
+    _walk([structure])  # every node readable, and not too deep: no fallback after a call
+    top_down = bool(top_down)
+    frames: list[list[Any]] = []  # [kind, container, keys, children, path, results]
+    index_variables: dict[int, Any] = {}
+    pushed = object()
+
+    def call(path: tuple[Any, ...], subtree: Any) -> Any:
+        if with_path:
+            return _call(tx, fn, [internals.new_tuple(list(path)), subtree])
+        return _call(tx, fn, [subtree])
+
+    def replaced(result: Any) -> Any:
+        return internals.constant(None) if _maps_to_none(result) else result
+
+    def bottom_up(path: tuple[Any, ...], subtree: Any) -> Any:
+        result = call(path, subtree)
+        return subtree if _is_none(result) else replaced(result)
+
+    def enter(subtree: Any, path: tuple[Any, ...]) -> Any:
+        if top_down:
+            result = call(path, subtree)
+            if not _is_none(result):
+                return replaced(result)
+        kind, first, keys, children = node(subtree)
+        if kind == LEAF:
+            return first if top_down else bottom_up(path, first)
+        frames.append([kind, first, keys, children, path, []])
+        return pushed
+
+    value = enter(structure, ())
+    while True:
+        if value is not pushed:
+            if not frames:
+                return value
+            frames[-1][5].append(value)
+        kind, first, keys, children, path, results = frames[-1]
+        index = len(results)
+        if index < len(children):
+            if keys:
+                key = keys[index][2]
+            else:
+                key = index_variables.setdefault(index, internals.constant(index))
+            value = enter(children[index], (*path, key))
+            continue
+        frames.pop()
+        built = _container(kind, first, keys, results)
+        value = built if top_down else bottom_up(path, built)
+
+
+def traverse(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``tree.traverse``: the function on every subtree, in dm-tree's order."""
+    return _traverse(tx, args, kwargs, with_path=False)
+
+
+def traverse_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``tree.traverse_with_path``."""
+    return _traverse(tx, args, kwargs, with_path=True)
+
+
 #: Handlers by original: each returns Dynamo's variable for the result, or raises Fallback.
 HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
-    f"tree.{handler.__name__}": handler
+    f"tree.{handler.__name__}": _deep_enough(handler)
     for handler in (
         is_nested,
         flatten,
@@ -163,5 +373,12 @@ HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
         assert_same_structure,
         map_structure,
         map_structure_with_path,
+        flatten_up_to,
+        flatten_with_path_up_to,
+        map_structure_up_to,
+        map_structure_with_path_up_to,
+        unflatten_as,
+        traverse,
+        traverse_with_path,
     )
 }

@@ -9,6 +9,7 @@ as "this hook is not available here".
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import types
@@ -80,6 +81,7 @@ def kinds() -> types.SimpleNamespace:
             Symbol=variables.SymNodeVariable,
             Deleted=variables.DeletedVariable,
             Function=variables.UserFunctionVariable,
+            NestedFunction=variables.NestedUserFunctionVariable,
             Polyfilled=variables.PolyfilledFunctionVariable,
             GetAttr=variables.GetAttrVariable,
             UserObject=variables.UserDefinedObjectVariable,
@@ -137,6 +139,72 @@ def sequence_items(variable: Any) -> list[Any]:
 def constant_value(variable: Any) -> Any:
     """The value a ConstantVariable holds."""
     return variable.value
+
+
+#: Flags of code that :func:`trivial_call` leaves to Dynamo.
+_NOT_TRIVIAL = (
+    inspect.CO_VARARGS
+    | inspect.CO_VARKEYWORDS
+    | inspect.CO_GENERATOR
+    | inspect.CO_COROUTINE
+    | inspect.CO_ASYNC_GENERATOR
+    | inspect.CO_ITERABLE_COROUTINE
+)
+_SETUP_OPS = frozenset({"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "NOT_TAKEN"})
+_LOAD_ARGUMENT = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK"})
+_LOAD_CONSTANT = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
+_CONSTANTS = (type(None), bool, int, float, str, bytes)
+_TRIVIAL_BODIES: dict[types.CodeType, tuple[str, Any] | None] = {}
+
+
+def _trivial_body(code: types.CodeType) -> tuple[str, Any] | None:
+    """``("argument", index)`` or ``("constant", value)`` where the code does nothing but
+    return that; None for any other code."""
+    if code.co_flags & _NOT_TRIVIAL or code.co_kwonlyargcount or code.co_cellvars:
+        return None
+    if code.co_freevars:
+        return None
+    ops = [op for op in dis.get_instructions(code) if op.opname not in _SETUP_OPS]
+    if len(ops) == 1 and ops[0].opname == "RETURN_CONST":
+        value = ops[0].argval
+    elif len(ops) == 2 and ops[1].opname == "RETURN_VALUE":
+        if ops[0].opname in _LOAD_ARGUMENT and ops[0].arg < code.co_argcount:
+            return ("argument", ops[0].arg)
+        if ops[0].opname not in _LOAD_CONSTANT:
+            return None
+        value = ops[0].argval
+    else:
+        return None
+    return ("constant", value) if type(value) in _CONSTANTS else None
+
+
+def trivial_call(function: Any, args: list[Any]) -> Any:
+    """The result of a call of a Python function that only returns one of its arguments
+    or a constant (``lambda x: x``, ``lambda _: None``), without inlining it: its body has
+    no effect to trace. None for any other call, which Dynamo then inlines."""
+    try:
+        k = kinds()
+        function = function.realize()
+        if type(function) not in (k.Function, k.NestedFunction):
+            return None
+        if getattr(function, "is_constant", False):
+            return None
+        code = function.get_code()
+        if code not in _TRIVIAL_BODIES:
+            _TRIVIAL_BODIES[code] = _trivial_body(code)
+        body = _TRIVIAL_BODIES[code]
+        if body is None or len(args) != code.co_argcount:
+            return None
+        return args[body[1]] if body[0] == "argument" else constant(body[1])
+    except Exception:  # noqa: BLE001 - Dynamo's classes moved: inline as usual
+        return None
+
+
+def object_value(variable: Any) -> Any:
+    """The Python object a user-defined object variable stands for; None for others."""
+    if isinstance(variable, kinds().UserObject):
+        return getattr(variable, "value", None)
+    return None
 
 
 def function_of(variable: Any) -> Any:

@@ -96,30 +96,30 @@ def counted_break(count: str, gb_type: str, what: str, explanation: str, hint: s
     return internals.graph_break(gb_type, what, explanation, hint)
 
 
-def unsupported(what: str, why: str) -> Any:
-    """Ends the graph here: the call then runs eagerly, in optree's own C code."""
+def unsupported(what: str, why: str, library: str = "optree") -> Any:
+    """Ends the graph here: the call then runs eagerly, in the library's own C code."""
     return counted_break(
         "break",
-        "optree call dynamo-tree-compat does not trace",
+        f"{library} call dynamo-tree-compat does not trace",
         what,
-        f"{what}: {why}. It runs eagerly instead, with optree's own result.",
+        f"{what}: {why}. It runs eagerly instead, with {library}'s own result.",
         "See the coverage table in dynamo-tree-compat's docs/coverage.md.",
     )
 
 
-def too_deep(tx: Any, what: str) -> Any:
-    """Past OPTREE_MAX_DEPTH: with fullgraph, the graph break naming it. Without, the
-    whole frame runs eagerly (from then on): resuming after a graph break would have
-    Dynamo's own code recurse over the structure, deeper than Python allows.
+def too_deep(tx: Any, what: str, limit: int = OPTREE_MAX_DEPTH, library: str = "optree") -> Any:
+    """Past ``limit``: with fullgraph, the graph break naming it. Without, the whole
+    frame runs eagerly (from then on): resuming after a graph break would have Dynamo's
+    own code recurse over the structure, deeper than Python allows.
     """
-    why = f"the structure is deeper than {OPTREE_MAX_DEPTH}"
+    why = f"the structure is deeper than {limit}"
     if internals.is_fullgraph(tx):
-        return unsupported(what, why)
+        return unsupported(what, why, library)
     STATS["skip frame:" + what] += 1
     try:
         return internals.skip_frame(f"{what}: {why}; dynamo-tree-compat runs this frame eagerly")
     except internals.Missing:
-        return unsupported(what, why)
+        return unsupported(what, why, library)
 
 
 def stepped_aside_break(where: str, error: BaseException) -> Any:

@@ -24,8 +24,10 @@ over explicit stacks, no generators in the hot paths, no per-node closures.
 
 from __future__ import annotations
 
+import collections
 import logging
 import sys
+from collections import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +58,8 @@ from ._base import (  # noqa: F401
     _depth_limit,
     _dm_tree_map_to_none,
     _dot,
+    _Marker,
+    _values,
 )
 from ._nodes import (  # noqa: F401
     _attrs_field_names,
@@ -76,6 +80,7 @@ from ._python_layer import (  # noqa: F401
     _pack,
     _sequence_like,
     _sorted,
+    _sorted_items,
     _yield_sorted_items,
     _yield_value,
 )
@@ -132,20 +137,20 @@ def flatten(structure: Any) -> list[Any]:
     pending = [structure]
     depth = 0
     limit = _depth_limit()
-    while pending:
+    while len(pending) > 0:  # not `while pending`: see _base.py
         node = pending.pop()
         kind = type(node)
         if kind is _TENSOR or kind is _PARAMETER:
             leaves.append(node)
             continue
-        if node is _LEAVE:
+        if type(node) is _Marker:  # _LEAVE
             depth -= 1
             continue
         # Exact list, tuple and dict first: the common case, in few bytecodes.
         if kind is list or kind is tuple:
             children = node
         elif kind is dict:
-            children = [node[key] for key in sorted(node)]
+            children = _values(node, sorted(node))
         elif is_nested(node):
             children = _children(node)
         else:
@@ -260,7 +265,7 @@ def map_structure(func: Callable[..., Any], *structures: Any, **kwargs: Any) -> 
     """
     if not callable(func):
         raise TypeError(f"func must be callable, got: {func}")
-    if not structures:
+    if len(structures) == 0:  # not `not structures`: see _base.py
         raise ValueError("Must provide at least one structure")
     check_types = kwargs.pop("check_types", True)
     if kwargs:
@@ -360,11 +365,13 @@ def map_structure_with_path_up_to(
     """
     if "check_types" in kwargs:
         _check_types_deprecated()
-    flattened = [_flat_up_to(shallow_structure, tree) for tree in structures]
+    flattened = []  # a loop: a comprehension would close over the shallow structure
+    for tree in structures:
+        flattened.append(_flat_up_to(shallow_structure, tree))
     results = []
     index = 0
     last_paths: Path = ()
-    while flattened:
+    while len(flattened) > 0:
         row = []
         for pairs, error in flattened:
             if index < len(pairs):
@@ -501,29 +508,84 @@ def traverse_with_path(
 
 
 def _traverse(fn: Callable[[Path, Any], Any], path: Path, structure: Any, top_down: bool) -> Any:
+    # Depth first with an explicit stack, so that any depth traces: one frame per nested
+    # node being rebuilt, [node, its sorted items, its path, the values made so far].
+    frames: list[list[Any]] = []
+    try:
+        value, entered = _visit(fn, path, structure, top_down, frames)
+        while True:
+            if not entered:
+                if len(frames) == 0:
+                    return value
+                frames[-1][3].append(value)
+            node, items, node_path, values = frames[-1]
+            if len(values) < len(items):
+                key, child = items[len(values)]
+                value, entered = _visit(fn, node_path + (key,), child, top_down, frames)
+                continue
+            frames.pop()
+            # A map, as dm-tree hands over: a constructor that fails names it alike.
+            value = _sequence_like(node, map(_same, values))
+            entered = False
+            if not top_down:
+                value = _result_or(fn(node_path, value), value)
+    except Exception as error:
+        # dm-tree visits a namedtuple's or attrs instance's children while building it,
+        # inside a try: each such node around the failure wraps the error in its own.
+        for frame in reversed(frames):
+            node = frame[0]
+            if not isinstance(node, (abc.Mapping, abc.MappingView)) and (
+                _is_namedtuple(node) or _is_attrs(node)
+            ):
+                wrapped = TypeError(f"Couldn't traverse {node!r} with arguments {map(_same, ())}")
+                wrapped.__cause__ = error
+                error = wrapped
+        raise error
+
+
+def _visit(
+    fn: Callable[[Path, Any], Any],
+    path: Path,
+    structure: Any,
+    top_down: bool,
+    frames: list[list[Any]],
+) -> tuple[Any, bool]:
+    """(the value for ``structure``, False), or (None, True) with a frame pushed for its
+    children."""
     if top_down:
         result = fn(path, structure)
-        if result is None:
-            return _traverse_children(fn, path, structure, top_down)
-    else:
-        structure = _traverse_children(fn, path, structure, top_down)
-        result = fn(path, structure)
-        if result is None:
-            return structure
-    if result is MAP_TO_NONE or result is _dm_tree_map_to_none:
-        return None
-    return result
-
-
-def _traverse_children(
-    fn: Callable[[Path, Any], Any], path: Path, structure: Any, top_down: bool
-) -> Any:
+        if result is not None:
+            return _result_or(result, None), False
     if not is_nested(structure):
-        return structure
-    # Lazy, as in dm-tree: the container is built, and may fail, before any child is
-    # visited, and its error message shows this map.
-    return _sequence_like(
-        structure, map(_TraverseChild(fn, path, top_down), _yield_sorted_items(structure))
+        if top_down:
+            return structure, False
+        return _result_or(fn(path, structure), structure), False
+    if len(frames) >= _depth_limit():
+        raise RecursionError(NESTING_TOO_DEEP.format("traverse"))
+    if not _rebuilt_after_children(structure):
+        # dm-tree hands such a constructor a lazy map of the children: it may fail, or
+        # consume them in its own way, before any child is visited.
+        value = _sequence_like(
+            structure, map(_TraverseChild(fn, path, top_down), _yield_sorted_items(structure))
+        )
+        if not top_down:
+            value = _result_or(fn(path, value), value)
+        return value, False
+    frames.append([structure, _sorted_items(structure), path, []])
+    return None, True
+
+
+def _rebuilt_after_children(structure: Any) -> bool:
+    """Whether dm-tree visits all of the node's children before it builds the new node."""
+    kind = type(structure)
+    return (
+        kind is list
+        or kind is tuple
+        or kind is dict
+        or kind is collections.deque
+        or isinstance(structure, (abc.Mapping, abc.MappingView))
+        or _is_namedtuple(structure)
+        or _is_attrs(structure)
     )
 
 
@@ -538,3 +600,19 @@ class _TraverseChild:
     def __call__(self, item: tuple[Any, Any]) -> Any:
         key, child = item
         return _traverse(self.fn, self.path + (key,), child, self.top_down)
+
+
+def _result_or(result: Any, default: Any) -> Any:
+    """What a sub-tree becomes: ``default`` for None, None for MAP_TO_NONE."""
+    if result is None:
+        return default
+    # By type first: ``is`` between a deep container and an object does not trace.
+    kind = type(result)
+    if kind is type(MAP_TO_NONE) or kind is type(_dm_tree_map_to_none):
+        if result is MAP_TO_NONE or result is _dm_tree_map_to_none:
+            return None
+    return result
+
+
+def _same(value: Any) -> Any:
+    return value

@@ -75,6 +75,9 @@ MAPPING_CHANGED = "Mapping was modified during iteration over it"
 MAX_DEPTH = 5_000
 # While Dynamo traces, where each level costs far more, the C library's own depth holds.
 TRACED_MAX_DEPTH = 1_000
+# Loops over a work list test ``len(pending) > 0``, never the list's truth: Dynamo
+# decides a list's truth by reading it whole as a constant, which recurses through every
+# structure the list holds and, past a few hundred levels, overflows Python's stack.
 
 
 def _depth_limit() -> int:
@@ -126,9 +129,53 @@ class _DotString:
 
 _DOT = _DotString()
 # Markers on the explicit stacks: a node's children end here; two nodes differ in length.
-_LEAVE = object()
-_SHORT = object()
+
+
+class _Marker:
+    """A work-list marker. Loops test ``type(entry) is _Marker``, never ``entry is
+    _LEAVE``: Dynamo decides ``is`` between a container and an object by reading the
+    container whole, which overflows Python's stack on deep structures."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_LEAVE = _Marker("_LEAVE")
+_SHORT = _Marker("_SHORT")
 
 
 def _dot(_: object) -> _DotString:
     return _DOT
+
+
+# Python 3.11 runs a comprehension as a nested function; Dynamo, to inline one, turns the
+# variables it closes over into constants, which recurses through a deep structure. The
+# twins' hot loops close over no node: they call these helpers, which take it as an
+# argument.
+
+
+def _values(container: Any, keys: Any) -> list[Any]:
+    """``[container[key] for key in keys]``."""
+    values = []
+    for key in keys:
+        values.append(container[key])
+    return values
+
+
+def _items(container: Any, keys: Any) -> list[tuple[Any, Any]]:
+    """``[(key, container[key]) for key in keys]``."""
+    items = []
+    for key in keys:
+        items.append((key, container[key]))
+    return items
+
+
+def _attribute_items(instance: Any, names: Any) -> list[tuple[Any, Any]]:
+    """``[(name, getattr(instance, name)) for name in names]``."""
+    items = []
+    for name in names:
+        items.append((name, getattr(instance, name)))
+    return items

@@ -20,7 +20,10 @@ from ._base import (
     NESTING_TOO_DEEP,
     SET_WARNING,
     ObjectProxy,
+    _attribute_items,
     _depth_limit,
+    _Marker,
+    _values,
 )
 
 _set_warning_issued = False
@@ -129,9 +132,12 @@ def _children(node: Any) -> list[Any]:
     """The children of a nested node, in the C library's order."""
     if issubclass(type(node), dict):  # PyDict_Check: the real type, not __class__
         if type(node) in _PLAIN_DICTS:
-            return [node[key] for key in sorted(node)]
+            return _values(node, sorted(node))
         # The C library reads a dict subclass's storage, not its overrides.
-        return [dict.__getitem__(node, key) for key in sorted(dict.keys(node))]
+        values = []
+        for key in sorted(dict.keys(node)):
+            values.append(dict.__getitem__(node, key))
+        return values
     if isinstance(node, abc.Mapping):
         values = []
         for key in sorted(list(node.keys())):
@@ -141,7 +147,7 @@ def _children(node: Any) -> list[Any]:
                 raise RuntimeError(MAPPING_CHANGED)  # noqa: B904 - C keeps the context
         return values
     if _is_attrs(node):
-        return [getattr(node, name) for name in _attrs_field_names(node.__class__)]
+        return [value for _, value in _attribute_items(node, _attrs_field_names(node.__class__))]
     if type(node) is list or type(node) is tuple:
         return node
     try:
@@ -270,13 +276,13 @@ def _structure_mismatch(
     pending = [first, second]
     depth = 0
     limit = _depth_limit()
-    while pending:
+    while len(pending) > 0:  # not `while pending`: see _base.py
         right = pending.pop()
         left = pending.pop()
-        if left is _LEAVE:
+        if type(left) is _Marker and left is _LEAVE:
             depth -= 1
             continue
-        if left is _SHORT:
+        if type(left) is _Marker:  # _SHORT
             return ValueError, (
                 "The two structures don't have the same number of elements. "
                 f"First structure: {_describe(right[0])}. Second structure: {_describe(right[1])}"
@@ -298,8 +304,8 @@ def _structure_mismatch(
                 for key in left:
                     if key not in right:
                         return _different_keys(left, right)
-            left_children = [left[key] for key in sorted(left)]
-            right_children = [right[key] for key in sorted(right)]
+            left_children = _values(left, sorted(left))
+            right_children = _values(right, sorted(right))
         else:
             mismatch_or_children = _generic_pair(left, right, check_types)
             if mismatch_or_children is None:

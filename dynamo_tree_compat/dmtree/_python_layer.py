@@ -22,7 +22,11 @@ from ._base import (
     SORTABLE_KEYS_ERROR,
     ObjectProxy,
     Path,
+    _attribute_items,
     _depth_limit,
+    _items,
+    _Marker,
+    _values,
 )
 from ._nodes import (
     _attrs_field_names,
@@ -50,11 +54,11 @@ def _sorted(dictionary: Iterable[Any]) -> list[Any]:
 def _sorted_items(iterable: Any) -> list[tuple[Any, Any]]:
     """``(key, value)`` pairs in dm-tree's deterministic order, as a list."""
     if isinstance(iterable, abc.Mapping):
-        return [(key, iterable[key]) for key in _sorted(iterable)]
+        return _items(iterable, _sorted(iterable))
     if _is_attrs(iterable):
-        return [(name, getattr(iterable, name)) for name in _attrs_field_names(iterable.__class__)]
+        return _attribute_items(iterable, _attrs_field_names(iterable.__class__))
     if _is_namedtuple(iterable):
-        return [(field, getattr(iterable, field)) for field in _fields_of(iterable)]
+        return _attribute_items(iterable, _fields_of(iterable))
     return list(enumerate(iterable))
 
 
@@ -99,7 +103,7 @@ def _sequence_like(instance: Any, args: Iterable[Any]) -> Any:
     """
     if isinstance(instance, abc.Mapping):
         by_key = dict(zip(_sorted(instance), args))
-        pairs = [(key, by_key[key]) for key in instance]
+        pairs = _items(by_key, instance)
         if isinstance(instance, collections.defaultdict):
             return type(instance)(instance.default_factory, pairs)
         if isinstance(instance, types.MappingProxyType):
@@ -148,7 +152,7 @@ def _flat_up_to(
     pending: list[tuple[Path, Any, Any, Any]] = [((), shallow, (tree,), 0)]
     limit = _depth_limit()
     try:
-        while pending:
+        while len(pending) > 0:  # not `while pending`: see _base.py
             path, shallow_node, container, key = pending.pop()
             node = container[key]
             kind = type(shallow_node)
@@ -166,7 +170,7 @@ def _flat_up_to(
             if node_kind is list or node_kind is tuple:
                 items = list(enumerate(node))
             elif node_kind is dict:
-                items = [(child_key, node[child_key]) for child_key in _sorted(node)]
+                items = _items(node, _sorted(node))
             else:
                 items = _sorted_items(node)
             by_key = dict(items)
@@ -207,8 +211,41 @@ def _assert_shallow_structure(
         ``check_types`` and the two differ in type.
       ValueError: If the two differ in length or keys.
     """
+    # Depth first, as dm-tree's recursion: one frame per nested node, holding its sorted
+    # items, the next shallow item to check, the scan position in the input's items.
+    frames: list[list[Any]] = []
+    pending: tuple[Any, Any, Path | None] | None = (shallow_tree, input_tree, path)
+    while True:
+        if pending is not None:
+            node_items = _shallow_node_items(*pending, check_types)
+            if node_items is not None:
+                frames.append([*node_items, 0, 0, pending[2]])
+            pending = None
+        if len(frames) == 0:
+            return
+        frame = frames[-1]
+        shallow_items, input_items, index, position, node_path = frame
+        if index == len(shallow_items):
+            frames.pop()
+            continue
+        shallow_key, shallow_branch = shallow_items[index]
+        # Keys are matched by a forward scan of the sorted input, as dm-tree does.
+        while position < len(input_items) and input_items[position][0] != shallow_key:
+            position += 1
+        if position == len(input_items):
+            raise ValueError(_SHALLOW_TREE_HAS_INVALID_KEYS.format([shallow_key]))
+        frame[2], frame[3] = index + 1, position + 1
+        branch_path = None if node_path is None else node_path + (shallow_key,)
+        pending = (shallow_branch, input_items[position][1], branch_path)
+
+
+def _shallow_node_items(
+    shallow_tree: Any, input_tree: Any, path: Path | None, check_types: bool
+) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]] | None:
+    """One node of :func:`_assert_shallow_structure`: None for a shallow leaf, else the
+    sorted items of both, after raising dm-tree's error where they do not match."""
     if not is_nested(shallow_tree):
-        return
+        return None
     if not is_nested(input_tree):
         if path is not None:
             raise TypeError(
@@ -240,21 +277,7 @@ def _assert_shallow_structure(
             )
         )
     input_items = _sorted_items(input_tree)
-    position = 0
-    for shallow_key, shallow_branch in _sorted_items(shallow_tree):
-        # Keys are matched by a forward scan of the sorted input, as dm-tree does.
-        while position < len(input_items) and input_items[position][0] != shallow_key:
-            position += 1
-        if position == len(input_items):
-            raise ValueError(_SHALLOW_TREE_HAS_INVALID_KEYS.format([shallow_key]))
-        input_branch = input_items[position][1]
-        position += 1
-        _assert_shallow_structure(
-            shallow_branch,
-            input_branch,
-            None if path is None else path + (shallow_key,),
-            check_types=check_types,
-        )
+    return _sorted_items(shallow_tree), input_items
 
 
 def _num_elements(structure: Any) -> int:
@@ -271,7 +294,7 @@ def _pack(structure: Any, flat: Any) -> Any:
     order: list[Any] = []
     sizes: list[int] = []
     pending = [structure]
-    while pending:
+    while len(pending) > 0:  # not `while pending`: see _base.py
         node = pending.pop()
         kind = type(node)
         if kind is _TENSOR or kind is _PARAMETER:
@@ -279,7 +302,7 @@ def _pack(structure: Any, flat: Any) -> Any:
         elif kind is list or kind is tuple:
             children = node
         elif kind is dict:
-            children = [node[key] for key in _sorted(node)]
+            children = _values(node, _sorted(node))
         elif is_nested(node):
             children = [value for _, value in _sorted_items(node)]
         else:
@@ -295,7 +318,7 @@ def _pack(structure: Any, flat: Any) -> Any:
     position = len(flat)
     for index in range(len(order) - 1, -1, -1):
         node = order[index]
-        if node is _LEAVE:
+        if type(node) is _Marker:  # _LEAVE
             position -= 1
             built.append(flat[position])
             continue

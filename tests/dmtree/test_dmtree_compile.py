@@ -68,7 +68,13 @@ def make_views(x: torch.Tensor) -> list[Any]:
     return [source.values(), source.keys(), source.items()]
 
 
-def shallow_of(structure: dict[str, Any]) -> dict[str, Any]:
+def shallow_of(structure: Any) -> Any:
+    """The top container of ``structure`` (of its type where it is a list or tuple), its
+    children made None; for other kinds, a dict of its keys; None for a leaf."""
+    if not tree.is_nested(structure):
+        return None
+    if type(structure) in (list, tuple):
+        return type(structure)(None for _ in structure)
     return {key: None for key in structure}
 
 
@@ -229,7 +235,14 @@ FAST_CALLS = {
     "map_structure": "map_structure",
     "map_structure_two": "map_structure",
     "map_structure_with_path": "map_structure_with_path",
-    "unflatten_as": "flatten",
+    "unflatten_as": "unflatten_as",
+    "flatten_up_to": "flatten_up_to",
+    "flatten_with_path_up_to": "flatten_with_path_up_to",
+    "map_structure_up_to": "map_structure_up_to",
+    "map_structure_with_path_up_to": "map_structure_with_path_up_to",
+    "traverse": "traverse",
+    "traverse_bottom_up": "traverse",
+    "traverse_with_path": "traverse_with_path",
 }
 # The long profile (DTC_FUZZ=long) puts 2,000 structures through every function in one
 # graph per structure (COMPILED_EXAMPLES), with the fast path and without; CI draws a few.

@@ -8,9 +8,11 @@ defaultdict grows keys when looked up) cannot spoil the other side of a comparis
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import re
+import sys
 import types
 from collections import abc
 from collections.abc import Callable, Iterator
@@ -239,6 +241,19 @@ def tensor_leaves(spec: Spec) -> Any:
 
 
 # --- Comparing -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def deep_recursion(limit: int = 20_000) -> Iterator[None]:
+    """Room on Python's stack for eager dm-tree (and the recursive comparisons here) on
+    structures 1,000 deep: dm-tree's C core and Python layer recurse per level."""
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(saved, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(saved)
+
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
