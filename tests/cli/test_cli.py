@@ -63,7 +63,7 @@ def test_doctor_answers_on_its_first_screen_and_is_the_default_command() -> None
     assert len(lines) <= 25, out
     assert lines[1].startswith("python ") and " optree " in lines[1]  # versions
     assert lines[2].startswith("mode: on, activated by:") and "hooks: all on" in lines[2]
-    assert "dm-tree: 20 functions" in lines and "    6 fast path, else twin" in lines
+    assert "dm-tree: 20 functions" in lines and "   13 fast path, else twin" in lines
     assert any(line.startswith("optree: ") and line.endswith(" functions") for line in lines)
     assert "package   graphs  graph breaks  compile s  ms/step  same as eager" in lines
     assert lines[-2].startswith("OK: everything covered traced")
