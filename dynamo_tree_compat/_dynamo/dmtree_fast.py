@@ -42,7 +42,7 @@ def _walk(
     """
     entries: list[Entry] = []
     leaves: list[list[Any]] = []
-    index_variables: dict[int, Any] = {}  # path entries are shared variables, made once
+    index_variables: dict[int, Any] = {}
     limit = dmtree.TRACED_MAX_DEPTH
     pending: list[tuple[list[Any], int, tuple[Any, ...]]] = [(roots, 1, ())]
     while pending:
@@ -78,13 +78,18 @@ def _walk(
             elif keys:
                 step = (*path, keys[index][2])
             else:
-                if index not in index_variables:
-                    index_variables[index] = internals.constant(index)
-                step = (*path, index_variables[index])
+                step = (*path, _index_variable(index_variables, index))
             pending.append(
                 ([children[index], *(other[3][index] for other in others)], depth + 1, step)
             )
     return entries, leaves
+
+
+def _index_variable(made: dict[int, Any], index: int) -> Any:
+    """The constant variable of a path's index, made once per call and shared."""
+    if index not in made:
+        made[index] = internals.constant(index)
+    return made[index]
 
 
 def _container(kind: int, first: Any, keys: Any, items: list[Any]) -> Any:
@@ -287,6 +292,8 @@ def unflatten_as(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
 
 def _is_none(variable: Any) -> bool:
+    # By class, not reading.is_none: is_python_constant() reads a container whole, which
+    # overflows Python's stack on a deep subtree the user's function returned.
     variable = variable.realize()
     return (
         type(variable) is internals.kinds().Constant and internals.constant_value(variable) is None
@@ -345,7 +352,7 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
             if keys:
                 key = keys[index][2]
             else:
-                key = index_variables.setdefault(index, internals.constant(index))
+                key = _index_variable(index_variables, index)
             value = enter(children[index], (*path, key))
             continue
         frames.pop()

@@ -31,7 +31,8 @@ __all__ = [
 CONSTANT_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
 #: Key types the fast paths read from a plain dict.
 KEY_TYPES = frozenset({str, int, float, bool, bytes})
-#: The fast paths hand deeper structures to the twin or to optree's own code.
+#: optree's fast path hands deeper structures to optree's own code (dm-tree's goes to
+#: dmtree.TRACED_MAX_DEPTH).
 FAST_PATH_MAX_DEPTH = 100
 #: Deeper optree structures end in a graph break; the call then runs eagerly.
 OPTREE_MAX_DEPTH = 200
