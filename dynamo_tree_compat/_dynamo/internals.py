@@ -64,7 +64,7 @@ def kinds() -> types.SimpleNamespace:
     try:
         import torch
         from torch._dynamo import variables
-        from torch._dynamo.variables import functions
+        from torch._dynamo.variables import functions, misc
         from torch._dynamo.variables.base import VariableTracker
 
         try:
@@ -85,6 +85,12 @@ def kinds() -> types.SimpleNamespace:
             Polyfilled=variables.PolyfilledFunctionVariable,
             GetAttr=variables.GetAttrVariable,
             UserObject=variables.UserDefinedObjectVariable,
+            # Instances of a user class, and of plain `object` (dm-tree's MAP_TO_NONE).
+            objects=tuple(
+                cls
+                for cls in (variables.UserDefinedObjectVariable, getattr(misc, "ObjectVariable", 0))
+                if isinstance(cls, type)
+            ),
             new=new,
             new_keyword="mutation_type" if new.__name__ == "ValueMutationNew" else "mutable_local",
             tensor_types=(torch.Tensor, torch.nn.Parameter),
@@ -201,8 +207,8 @@ def trivial_call(function: Any, args: list[Any]) -> Any:
 
 
 def object_value(variable: Any) -> Any:
-    """The Python object a user-defined object variable stands for; None for others."""
-    if isinstance(variable, kinds().UserObject):
+    """The Python object an object variable stands for; None for other variables."""
+    if isinstance(variable, kinds().objects):
         return getattr(variable, "value", None)
     return None
 

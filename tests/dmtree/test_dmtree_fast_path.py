@@ -290,3 +290,19 @@ def test_past_the_traced_depth_limit_the_graph_ends_naming_it() -> None:
     with deep_recursion():  # the frame runs eagerly, in dm-tree's C code, which recurses
         assert_identical(body(x), compiled(body, fullgraph=False)(x))
     assert stats("skip frame:") == {"tree.flatten"}
+
+
+@pytest.mark.parametrize("top_down", [True, False], ids=["top down", "bottom up"])
+def test_traverse_maps_to_none_with_dm_tree_s_object(top_down: bool) -> None:
+    def drop_strings(value: Any) -> Any:
+        return tree.MAP_TO_NONE if isinstance(value, str) else None
+
+    def body(x: torch.Tensor) -> Any:
+        return (
+            tree.traverse(drop_strings, "root", top_down=top_down),
+            tree.traverse(drop_strings, {"b": ["s", x], "a": ("t",)}, top_down=top_down),
+        )
+
+    x = torch.ones(2)
+    assert_identical(body(x), compiled(body)(x))
+    assert stats("taken:") == {"tree.traverse"}
