@@ -14,9 +14,7 @@ back as constants, and the inner results as they are.
 
 from __future__ import annotations
 
-import collections
 import os
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -28,10 +26,10 @@ from hypothesis import strategies as st
 from dynamo_tree_compat import config, dmtree
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
-    ReadOnlyMapping,
     Spec,
     assert_identical,
     attrs_class,
+    container,
     deep_recursion,
     namedtuple_class,
     namedtuple_subclass,
@@ -59,13 +57,13 @@ TWIN_CHAIN = LIMIT if LONG else 40
 Step = tuple[Any, ...]
 
 
+CLASSES = {"namedtuple": namedtuple_class, "namedtuple_subclass": namedtuple_subclass}
+CLASSES["attrs"] = attrs_class
+
+
 def _container_step(kind: str, count: int, keys: tuple[Any, ...]) -> Step:
-    if kind == "namedtuple":
-        return ("call", namedtuple_class(count), count)
-    if kind == "namedtuple_subclass":
-        return ("call", namedtuple_subclass(count), count)
-    if kind == "attrs":
-        return ("call", attrs_class(count), count)
+    if kind in CLASSES:
+        CLASSES[kind](count)  # made before tracing: the graph only looks the class up
     return (kind, keys, count)
 
 
@@ -89,28 +87,6 @@ def program(spec: Spec) -> list[Step]:
     return steps
 
 
-def _make(step: Step, items: list[Any]) -> Any:
-    kind, keys = step[0], step[1]
-    if kind == "call":
-        return keys(*items)
-    if kind == "list":
-        return items
-    if kind == "tuple":
-        return tuple(items)
-    if kind == "deque":
-        return collections.deque(items)
-    pairs = list(zip(keys, items))
-    if kind == "dict":
-        return dict(pairs)
-    if kind == "ordereddict":
-        return collections.OrderedDict(pairs)
-    if kind == "defaultdict":
-        return collections.defaultdict(list, pairs)
-    if kind == "mapping":
-        return ReadOnlyMapping(pairs)
-    return types.MappingProxyType(dict(pairs))
-
-
 def construct(steps: list[Step], x: torch.Tensor) -> Any:
     """Runs a program: a fresh structure whose numeric leaves are tensors made from x."""
     stack: list[Any] = []
@@ -123,7 +99,7 @@ def construct(steps: list[Step], x: torch.Tensor) -> Any:
             count = step[2]
             items = stack[len(stack) - count :]
             del stack[len(stack) - count :]
-            stack.append(_make(step, items))
+            stack.append(container(step[0], items, step[1]))
     return stack[0]
 
 

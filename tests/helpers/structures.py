@@ -191,7 +191,17 @@ def build(spec: Spec, leaf: Callable[[Spec], Any] | None = None) -> Any:
     if kind == "proxy":
         return wrapt.ObjectProxy(build(payload[0], leaf))
     if kind in MAPPING_KINDS or kind in VIEW_KINDS:
-        pairs = [(key, build(child, leaf)) for key, child in payload]
+        keys = [key for key, _ in payload]
+        return container(kind, [build(child, leaf) for _, child in payload], keys)
+    return container(kind, [build(child, leaf) for child in payload])
+
+
+def container(kind: str, items: list[Any], keys: Any = ()) -> Any:
+    """A new container of ``kind`` (a spec's) holding ``items``, under ``keys`` for the
+    mapping and view kinds. Plain code, which Dynamo traces too, once the namedtuple and
+    attrs classes of that arity exist."""
+    if kind in MAPPING_KINDS or kind in VIEW_KINDS:
+        pairs = list(zip(keys, items))
         if kind == "dict":
             return dict(pairs)
         if kind == "ordereddict":
@@ -204,7 +214,6 @@ def build(spec: Spec, leaf: Callable[[Spec], Any] | None = None) -> Any:
             return types.MappingProxyType(dict(pairs))
         view = dict(pairs)
         return {"keys": view.keys, "values": view.values, "items": view.items}[kind]()
-    items = [build(child, leaf) for child in payload]
     if kind == "list":
         return items
     if kind == "tuple":
