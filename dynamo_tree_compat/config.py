@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ENV_FAST_PATH", "fast_path", "twins_enabled"]
+__all__ = ["ENV_ANY_TORCH", "ENV_FAST_PATH", "any_torch", "fast_path", "twins_enabled"]
 
 #: Set to ``0`` to start with :data:`fast_path` off.
 ENV_FAST_PATH = "DYNAMO_TREE_COMPAT_FAST_PATH"
@@ -25,3 +25,8 @@ twins_enabled = False
 #: tried before the twins. Turn it off to debug with the plain twins; it applies to
 #: graphs compiled afterwards. optree's C layer is not a shortcut and stays on.
 fast_path = os.environ.get(ENV_FAST_PATH, "1").strip() != "0"
+
+#: Set to ``1`` to activate on a torch outside the supported releases: for work toward
+#: supporting one (``make matrix-torch`` runs the suite so), not for users.
+ENV_ANY_TORCH = "DYNAMO_TREE_COMPAT_ANY_TORCH"
+any_torch = os.environ.get(ENV_ANY_TORCH, "").strip() == "1"

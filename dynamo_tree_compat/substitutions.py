@@ -157,7 +157,9 @@ def _torch_out_of_range() -> str | None:
     """Why this torch is not supported, or None."""
     version = str(getattr(sys.modules.get("torch"), "__version__", ""))
     found = re.match(r"(\d+)\.(\d+)", version)
-    if found is None or TORCH_RANGE[0] <= (int(found[1]), int(found[2])) <= TORCH_RANGE[1]:
+    if config.any_torch or found is None:
+        return None
+    if TORCH_RANGE[0] <= (int(found[1]), int(found[2])) <= TORCH_RANGE[1]:
         return None
     (low_major, low_minor), (high_major, high_minor) = TORCH_RANGE
     return (

@@ -110,7 +110,7 @@ def test_without_dm_tree_installation_status_says_so_and_optree_still_registers(
     ]
 
 
-def _warnings_in_a_fresh_process(torch_change: str, after: str) -> list[str]:
+def _warnings_in_a_fresh_process(torch_change: str, after: str, any_torch: str = "0") -> list[str]:
     """Changes torch as ``torch_change`` says, imports the package, dm-tree, Dynamo and
     optree, checks nothing registered, prints the package's warnings, then runs ``after``.
     """
@@ -128,7 +128,21 @@ messages = [str(w.message) for w in caught if w.category.__name__ ==
 print(len(messages), messages[0])
 {after}
 """
-    return run_fresh(code).stdout.strip().splitlines()
+    return run_fresh(code, DYNAMO_TREE_COMPAT_ANY_TORCH=any_torch).stdout.strip().splitlines()
+
+
+def test_any_torch_switch_activates_outside_the_supported_releases() -> None:
+    code = """
+import torch
+torch.__version__ = "2.16.0"
+import dynamo_tree_compat, tree, torch._dynamo
+from dynamo_tree_compat import substitutions
+print("tree.flatten" in substitutions.REGISTERED)
+x = torch.ones(1)
+print(torch.compile(lambda x: tree.flatten([x * 2]), backend="eager", fullgraph=True)(x))
+"""
+    lines = run_fresh(code, DYNAMO_TREE_COMPAT_ANY_TORCH="1").stdout.strip().splitlines()
+    assert lines == ["True", "[tensor([2.])]"]
 
 
 def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None:
