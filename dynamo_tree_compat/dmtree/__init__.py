@@ -526,9 +526,7 @@ def _traverse(fn: Callable[[Path, Any], Any], path: Path, structure: Any, top_do
             frames.pop()
             # A map, as dm-tree hands over: a constructor that fails names it alike.
             value = _sequence_like(node, map(_same, values))
-            entered = False
-            if not top_down:
-                value = _result_or(fn(node_path, value), value)
+            value, entered = _visited(fn, node_path, value, top_down), False
     except Exception as error:
         # dm-tree visits a namedtuple's or attrs instance's children while building it,
         # inside a try: each such node around the failure wraps the error in its own.
@@ -557,9 +555,7 @@ def _visit(
         if result is not None:
             return _result_or(result, None), False
     if not is_nested(structure):
-        if top_down:
-            return structure, False
-        return _result_or(fn(path, structure), structure), False
+        return _visited(fn, path, structure, top_down), False
     if len(frames) >= _depth_limit():
         raise RecursionError(NESTING_TOO_DEEP.format("traverse"))
     if not _rebuilt_after_children(structure):
@@ -568,9 +564,7 @@ def _visit(
         value = _sequence_like(
             structure, map(_TraverseChild(fn, path, top_down), _yield_sorted_items(structure))
         )
-        if not top_down:
-            value = _result_or(fn(path, value), value)
-        return value, False
+        return _visited(fn, path, value, top_down), False
     frames.append([structure, _sorted_items(structure), path, []])
     return None, True
 
@@ -600,6 +594,13 @@ class _TraverseChild:
     def __call__(self, item: tuple[Any, Any]) -> Any:
         key, child = item
         return _traverse(self.fn, self.path + (key,), child, self.top_down)
+
+
+def _visited(fn: Callable[[Path, Any], Any], path: Path, value: Any, top_down: bool) -> Any:
+    """A sub-tree's value once its children are done: bottom up, after ``fn``'s say."""
+    if top_down:
+        return value
+    return _result_or(fn(path, value), value)
 
 
 def _result_or(result: Any, default: Any) -> Any:
