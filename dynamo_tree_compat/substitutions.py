@@ -58,7 +58,10 @@ class Substitution:
         needed = getattr(self.twin, "dtc_needed", None)
         if module is not None and needed is not None and not needed():
             return None
-        return getattr(module, self.name, None)
+        found: Any = module
+        for part in self.name.split("."):  # a function kept on another, such as x.get
+            found = getattr(found, part, None)
+        return found
 
 
 def _dm_tree(name: str) -> Substitution:
@@ -126,6 +129,8 @@ OPTREE: tuple[Substitution, ...] = (
             "treespec_dict",
             # torch's polyfill fails inside Dynamo on a structseq made in the graph.
             "structseq_fields",
+            # optree's code compares sys.version_info, which Dynamo 2.12 cannot.
+            "register_pytree_node.get",
         )
     ),
     # torch's polyfills of these give a tuple where optree gives DictMetaData.
@@ -150,7 +155,7 @@ OPTREE: tuple[Substitution, ...] = (
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 13), (2, 15))
+TORCH_RANGE = ((2, 12), (2, 15))
 
 
 def _torch_out_of_range() -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import internals
 from .guards import flag_is_on, guard_flag, spec_text_source
-from .optree_c import method_caller_class, spec_variable_class
+from .optree_c import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
 from .reading import too_deep
 from .runtime import step_aside
 
@@ -114,7 +114,34 @@ def hook(flag_path: str) -> bool:
     _HOOKED.append((owner, name, wrap))
     setattr(owner, name, wrap_with_our_variables)
     _hook_tensor_check(flag_path)
+    _hook_sourceless(flag_path)
     return True
+
+
+def _hook_sourceless(flag_path: str) -> None:
+    """Where Dynamo traces ``spec != other`` through its polyfills (2.12 and earlier),
+    they read ``type(spec).__ne__``, a pybind11 method object, and Dynamo's builder fails
+    on it with a TypeError (an internal error). This package's variable stands in."""
+    try:
+        if not internals.compares_through_polyfills():
+            return
+        owner, name = internals.sourceless_create()
+        spec_method_class()
+    except Exception:  # noqa: BLE001 - Dynamo's builder is not as expected
+        return
+    descriptor = owner.__dict__[name]
+    original = getattr(owner, name)
+
+    def create_or_spec_method(tx: Any, value: Any) -> Any:
+        try:
+            return original(tx, value)
+        except TypeError:
+            if not is_spec_method(value) or not flag_is_on(flag_path):
+                raise
+            return spec_method_class()(value)
+
+    _HOOKED.append((owner, name, descriptor))
+    setattr(owner, name, staticmethod(create_or_spec_method))
 
 
 def _hook_tensor_check(flag_path: str) -> None:

@@ -237,9 +237,10 @@ def get_attribute(tx: Any, variable: Any, name: str) -> Any:
 
 #: Names a variable class's slot methods go by, across torch versions: this package's
 #: variables define the first of each row, and :func:`with_slot_names` adds the others.
+_RICHCOMPARE_NAMES = ("richcompare_impl", "tp_richcompare_impl")
 _SLOT_NAMES: tuple[tuple[str, ...], ...] = (
     ("var_getattr", "tp_getattro_impl"),
-    ("richcompare_impl", "tp_richcompare_impl"),
+    _RICHCOMPARE_NAMES,
     ("bool_impl", "nb_bool_impl"),
     ("repr_impl", "tp_repr_impl"),
     ("str_impl", "tp_str_impl"),
@@ -437,6 +438,24 @@ def builder_wrap() -> tuple[Any, str]:
     if not callable(getattr(VariableBuilder, "_wrap", None)):
         raise Missing("VariableBuilder._wrap")
     return VariableBuilder, "_wrap"
+
+
+def sourceless_create() -> tuple[Any, str]:
+    """(owner, name) of the function Dynamo makes a variable of a value without a source
+    with; raises :class:`Missing` where it has moved."""
+    from torch._dynamo.variables.builder import SourcelessBuilder
+
+    if not callable(getattr(SourcelessBuilder, "create", None)):
+        raise Missing("SourcelessBuilder.create")
+    return SourcelessBuilder, "create"
+
+
+def compares_through_polyfills() -> bool:
+    """Whether Dynamo traces ``a != b`` on other objects through its Python polyfills,
+    which read ``type(a).__ne__`` (torch 2.12 and earlier), rather than through a
+    variable's richcompare slot (2.13 on)."""
+    base = kinds().Base
+    return not any(hasattr(base, name) for name in _RICHCOMPARE_NAMES)
 
 
 def call_no_args_source(source: Any) -> Any:

@@ -31,7 +31,14 @@ from .reading import (
     unsupported,
 )
 
-__all__ = ["HANDLERS", "method_caller_class", "spec_variable_class", "wrap"]
+__all__ = [
+    "HANDLERS",
+    "is_spec_method",
+    "method_caller_class",
+    "spec_method_class",
+    "spec_variable_class",
+    "wrap",
+]
 
 # --- Reading values and variables ---------------------------------------------------
 
@@ -559,6 +566,38 @@ def spec_variable_class() -> type:
     return TreeSpecVariable
 
 
+def is_spec_method(value: Any) -> bool:
+    """Whether ``value`` is one of PyTreeSpec's own (C) methods, read off the class."""
+    import optree
+
+    name = getattr(value, "__name__", None)
+    return isinstance(name, str) and optree.PyTreeSpec.__dict__.get(name) is value
+
+
+@_class_once
+def spec_method_class() -> type:
+    """Dynamo's variable for a PyTreeSpec method read off the class, ``PyTreeSpec.__ne__``.
+
+    Dynamo 2.12 and earlier trace ``spec != other`` through polyfills that read
+    ``type(spec).__ne__``, and fail to make a variable of pybind11's method object.
+    """
+
+    class SpecMethodVariable(_holding_variable_class()):  # type: ignore[misc]
+        """``PyTreeSpec.name``; called on a spec variable, it is the spec's method."""
+
+        def python_type(self) -> type:
+            return type(self.value)
+
+        @breaks_on_error("PyTreeSpec method")
+        def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
+            what = f"PyTreeSpec.{self.value.__name__}"
+            if not args or not isinstance(args[0], spec_variable_class()):
+                return unsupported(what, "a call on something other than a tree spec")
+            return _spec_method(tx, args[0].value, self.value.__name__, list(args[1:]), kwargs)
+
+    return SpecMethodVariable
+
+
 @_class_once
 def method_caller_class() -> type:
     """Dynamo's variable for an ``operator.methodcaller``, which Dynamo cannot call."""
@@ -687,12 +726,32 @@ def structseq_fields(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return wrap(tx, optree.structseq_fields(cls))
 
 
+def registry_get(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``optree.register_pytree_node.get(cls, namespace=...)``: the class and namespace are
+    known while tracing, so the entry is (optree's code compares ``sys.version_info``
+    with a tuple, which Dynamo 2.12 and earlier cannot)."""
+    import optree
+
+    what = "optree.register_pytree_node.get"
+    if len(args) != 1 or set(kwargs) - {"namespace"}:
+        return unsupported(what, "arguments this package does not read")
+    cls = real(args[0], what)
+    namespace = real(kwargs["namespace"], what) if "namespace" in kwargs else ""
+    if not isinstance(cls, type) or not isinstance(namespace, str):
+        return unsupported(what, "a class and a namespace string are wanted")
+    guard_registration(tx, cls, namespace)
+    if cls in (dict, collections.defaultdict):
+        guard_dict_order(tx, namespace)
+    return wrap(tx, optree.register_pytree_node.get(cls, namespace=namespace))
+
+
 #: Handlers by C function: each returns Dynamo's variable for the result, or breaks.
 HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
     "optree._C.flatten": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=False),
     "optree._C.flatten_with_path": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=True),
     "optree._C.is_leaf": c_is_leaf,
     "optree.structseq_fields": structseq_fields,
+    "optree.register_pytree_node.get": registry_get,
     "optree._C.all_leaves": c_all_leaves,
     **{
         f"optree._C.{name}": _c_constant_fold(name)

@@ -110,7 +110,7 @@ def test_without_dm_tree_installation_status_says_so_and_optree_still_registers(
     ]
 
 
-def _warnings_in_a_fresh_process(torch_change: str, after: str, any_torch: str = "0") -> list[str]:
+def _warnings_in_a_fresh_process(torch_change: str, after: str, any_torch: str = "1") -> list[str]:
     """Changes torch as ``torch_change`` says, imports the package, dm-tree, Dynamo and
     optree, checks nothing registered, prints the package's warnings, then runs ``after``.
     ``any_torch`` sets the switch that activates on any torch release (the torch matrix

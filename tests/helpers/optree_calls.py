@@ -17,6 +17,8 @@ import optree
 import optree.dataclasses
 import torch
 
+from tests.helpers.dynamo_support import dynamo_traces
+
 #: The namespace the custom nodes below are registered in.
 NS = "dtc-test"
 Point = collections.namedtuple("Point", "x y")
@@ -82,6 +84,18 @@ def every_kind(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
         "s": time.struct_time((1, 2, 3, 4, 5, 6, 7, 8, 9)),
         "c": [Pair(x, (y,)), Box([y, {"u": x}], "t"), Cfg(x, y)],
     }
+
+
+#: Whether Dynamo traces ``tuple.__repr__``, which an accessor's ``repr`` calls.
+_TUPLE_REPR = dynamo_traces("tuple.__repr__")
+
+
+def accessor_text(accessor: Any) -> Any:
+    """An accessor's ``repr``, or where Dynamo cannot trace ``tuple.__repr__`` (which
+    that calls), the same facts: its class, its code and its entries' ``repr``."""
+    if _TUPLE_REPR:
+        return repr(accessor)
+    return " ".join([type(accessor).__name__, accessor.codify(), *[repr(e) for e in accessor]])
 
 
 def _record(seen: list[Any]) -> Callable[..., Any]:
@@ -189,7 +203,9 @@ CALLS: dict[str, Call] = {
     ],
     "prefix_errors": lambda x, y, s: len(optree.prefix_errors([x, y], [[x], (y, x)])),
     "treespec_paths": lambda x, y, s: optree.treespec_paths(SPEC),
-    "treespec_accessors": lambda x, y, s: [repr(a) for a in optree.treespec_accessors(SPEC)],
+    "treespec_accessors": lambda x, y, s: [
+        accessor_text(a) for a in optree.treespec_accessors(SPEC)
+    ],
     "treespec_entries": lambda x, y, s: optree.treespec_entries(SPEC),
     "treespec_entry": lambda x, y, s: optree.treespec_entry(SPEC, 1),
     "treespec_children": lambda x, y, s: optree.treespec_children(SPEC),
@@ -300,7 +316,12 @@ METHODS: dict[str, Call] = {
         SPEC != TWO,
         TWO < TWO.compose(TWO),
         TWO <= TWO,
-        hash(SPEC) == hash(optree.tree_structure({"b": [0, None], "a": (0, {"c": 0})})),
+        TWO > optree.tree_structure(0),
+        TWO >= TWO,
+        SPEC != 1,
+    ),
+    "hash": lambda x, y, s: (
+        hash(SPEC) == hash(optree.tree_structure({"b": [0, None], "a": (0, {"c": 0})}))
     ),
     "unflatten": lambda x, y, s: (SPEC.unflatten([x, y, x]), SPEC.flatten_up_to(_plain(x, y))),
     "walk": lambda x, y, s: (
@@ -315,6 +336,6 @@ METHODS: dict[str, Call] = {
         lambda n: n, lambda leaf: optree.treespec_list([leaf, leaf])
     ),
     "accessors": lambda x, y, s: [
-        (a(_plain(x, y)), a.path, repr(a), a.codify("t")) for a in SPEC.accessors()
+        (a(_plain(x, y)), a.path, accessor_text(a), a.codify("t")) for a in SPEC.accessors()
     ],
 }
