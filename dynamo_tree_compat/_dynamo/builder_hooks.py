@@ -57,22 +57,23 @@ def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
         internals.guard_type(source)
         guard_flag(tx, flag_path)
         return internals.kinds().UserObject(value, source=source)
-    if type(value) is collections.deque and value.maxlen is not None:
-        if flag_is_on(flag_path) and source is not None:
-            return _with_maxlen(tx, wrap(builder, value), source, value.maxlen, flag_path)
+    if type(value) is collections.deque and flag_is_on(flag_path) and source is not None:
+        return _with_maxlen(tx, wrap(builder, value), source, value.maxlen, flag_path)
     return None
 
 
-def _with_maxlen(tx: Any, variable: Any, source: Any, maxlen: int, flag_path: str) -> Any:
+def _with_maxlen(tx: Any, variable: Any, source: Any, maxlen: int | None, flag_path: str) -> Any:
     """Dynamo builds a deque that comes in without its maxlen: ``deque.maxlen`` then reads
-    None, in optree's own deque flatten function too. This puts it back, guarded. On an
-    error of ours, the variable stays as Dynamo built it (it must not be built twice).
+    None, in optree's own deque flatten function too, and (before 2.12) without a guard
+    on it. This puts it back, guarded. On an error of ours, the variable stays as Dynamo
+    built it (it must not be built twice).
     """
     try:
         if internals.deque_lost_maxlen(variable):
             internals.guard_constant(internals.sources().Attr(source, "maxlen"))
             guard_flag(tx, flag_path)
-            internals.set_deque_maxlen(variable, maxlen)
+            if maxlen is not None:
+                internals.set_deque_maxlen(variable, maxlen)
     except internals.dynamo_errors():
         raise
     except Exception as error:  # noqa: BLE001 - Dynamo's deque, without its maxlen

@@ -81,7 +81,14 @@ def _is_machinery(frame: str) -> bool:
 
 
 def parse_graph_break(message: str) -> GraphBreak:
-    """Reads the location, the cause and the user frames from one log message."""
+    r"""Reads the location, the cause and the user frames from one log message.
+
+    >>> parse_graph_break(
+    ...     "Graph Break Reason: Observed exception\nDeveloper debug context: "
+    ...     'raised exception KeyError([ConstantVariable(str: "k")])'
+    ... ).reason
+    'raises KeyError("k")'
+    """
     location_pattern, user_message_pattern, frame_pattern = _patterns()
     found = location_pattern.search(message)
     location = f"{found.group(1)}:{found.group(2)}" if found else "<unknown>"
@@ -98,7 +105,9 @@ def parse_graph_break(message: str) -> GraphBreak:
             break
     raised = re.search(r"Developer debug context: raised exception (.+)", message)
     if reason == "Observed exception" and raised:
-        reason = f"raises {raised.group(1).strip()}"
+        # Dynamo before 2.12 shows the arguments as its variables: [ConstantVariable(str: "m")]
+        shown = re.sub(r'\[ConstantVariable\(str: (".*")\)\]', r"\1", raised.group(1).strip())
+        reason = f"raises {shown}"
     user_message = user_message_pattern.search(message)
     if user_message and user_message.group(1).strip() != "None":
         reason = user_message.group(1).strip()

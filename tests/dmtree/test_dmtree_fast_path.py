@@ -84,7 +84,8 @@ def test_taken_for_inputs_with_constants_symbols_and_parameters(name: str) -> No
         0: {},
         7: [],
     }
-    assert_identical(CALLS[name](structure), compiled(CALLS[name])(structure))
+    # In a function of ours: torch 2.11 runs a compiled C function (tree.flatten) eagerly.
+    assert_identical(CALLS[name](structure), compiled(lambda s: CALLS[name](s))(structure))
     assert name in stats("taken:") and not stats("fallback:")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,10 @@ def needs_torch(minimum: tuple[int, int], what_dynamo_lacks: str) -> pytest.Mark
 
 #: Dynamo features some supported torch lacks: a tiny use of each, and what it is.
 FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
+    "time.struct_time": (
+        lambda x: time.struct_time(range(9)),
+        "cannot construct a time.struct_time (a structseq) in the graph",
+    ),
     "hash": (lambda x: hash((1, "a")), "cannot trace the builtin hash()"),
     "tuple.__repr__": (
         lambda x: tuple.__repr__((1, "a")),

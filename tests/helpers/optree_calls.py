@@ -81,7 +81,7 @@ def every_kind(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
         "dd": collections.defaultdict(list, {"k": x, "j": y}),
         "q": collections.deque([x, y], maxlen=4),
         "p": Point(x, y),
-        "s": time.struct_time((1, 2, 3, 4, 5, 6, 7, 8, 9)),
+        "s": torch.return_types.max((x, 3)),  # a structseq every supported Dynamo builds
         "c": [Pair(x, (y,)), Box([y, {"u": x}], "t"), Cfg(x, y)],
     }
 
@@ -128,7 +128,7 @@ CALLS: dict[str, Call] = {
         1:
     ],
     "tree_unflatten": lambda x, y, s: (
-        optree.tree_unflatten(optree.tree_structure(_T(x, y), namespace=NS), [x] * 25),
+        optree.tree_unflatten(optree.tree_structure(_T(x, y), namespace=NS), [x] * 18),
         optree.tree_unflatten(optree.tree_structure({"a": x}), [1]),
     ),
     "tree_iter": lambda x, y, s: list(optree.tree_iter(_T(x, y), namespace=NS)),
@@ -233,7 +233,9 @@ CALLS: dict[str, Call] = {
     ),
     "treespec_defaultdict": lambda x, y, s: optree.treespec_defaultdict(int, {"b": SPEC}),
     "treespec_deque": lambda x, y, s: optree.treespec_deque([SPEC, TWO], maxlen=3),
-    "treespec_structseq": lambda x, y, s: optree.treespec_structseq(time.struct_time([TWO] * 9)),
+    "treespec_structseq": lambda x, y, s: optree.treespec_structseq(
+        torch.return_types.max([TWO, TWO])
+    ),
     "treespec_from_collection": lambda x, y, s: optree.treespec_from_collection(
         {"b": SPEC, "a": TWO}
     ),
@@ -244,7 +246,7 @@ CALLS: dict[str, Call] = {
     "is_structseq": lambda x, y, s: optree.is_structseq(time.struct_time),
     "is_structseq_class": lambda x, y, s: optree.is_structseq_class(time.struct_time),
     "is_structseq_instance": lambda x, y, s: optree.is_structseq_instance(Point(x, y)),
-    "structseq_fields": lambda x, y, s: optree.structseq_fields(time.struct_time(range(9))),
+    "structseq_fields": lambda x, y, s: optree.structseq_fields(torch.return_types.max((x, y))),
 }
 
 #: Calls that change optree's global state: inside a compiled region they may break the

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import inspect
+import time
 from typing import Any
 
 import pytest
@@ -123,6 +124,15 @@ def test_spec_equality_and_order_are_eager_ones() -> None:
         two = optree.tree_structure({"a": x, "b": x})
         small = optree.tree_structure([x])
         return one == two, small < one, small <= one, one != small, one > small, one >= two
+
+    _both(lambda x, y, seen: body(x))
+
+
+@needs_dynamo("time.struct_time")
+def test_a_struct_time_built_inside_is_a_structseq_node() -> None:
+    def body(x: torch.Tensor) -> Any:
+        made = time.struct_time((x, *range(8)))
+        return optree.tree_flatten(made), optree.structseq_fields(made), optree.tree_map(lambda v: v * 2, made)
 
     _both(lambda x, y, seen: body(x))
 
