@@ -235,6 +235,18 @@ def get_attribute(tx: Any, variable: Any, name: str) -> Any:
     return variable.var_getattr(tx, name)
 
 
+def default_factory(tx: Any, variable: Any) -> Any:
+    """A defaultdict variable's ``default_factory``: read as an attribute, or where Dynamo
+    does not answer that (2.10 and earlier), off the variable it keeps."""
+    try:
+        return get_attribute(tx, variable, "default_factory")
+    except NotImplementedError:
+        held = getattr(variable, "default_factory", None)
+        if held is None:
+            raise
+        return held
+
+
 #: Names a variable class's slot methods go by, across torch versions: this package's
 #: variables define the first of each row, and :func:`with_slot_names` adds the others.
 _RICHCOMPARE_NAMES = ("richcompare_impl", "tp_richcompare_impl")

@@ -226,7 +226,7 @@ class Reader:
             parts = {key: self.skeleton(values[key], depth + 1) for key in self.order(kind, values)}
             pairs = [(key, parts[key]) for key in values]
             if kind == Kind.DEFAULTDICT:
-                factory = real(internals.get_attribute(tx, variable, "default_factory"), self.what)
+                factory = real(internals.default_factory(tx, variable), self.what)
                 return collections.defaultdict(factory, pairs)
             return cls(pairs) if kind == Kind.ORDEREDDICT else dict(pairs)
         if kind == Kind.CUSTOM:
@@ -442,7 +442,7 @@ def _collection_of_specs(tx: Any, variable: Any, what: str) -> Any:
             key: real(value, what) for key, value in mapping(tx, variable, what).items()
         }
         if cls is collections.defaultdict:
-            factory = real(internals.get_attribute(tx, variable, "default_factory"), what)
+            factory = real(internals.default_factory(tx, variable), what)
             return collections.defaultdict(factory, real_mapping)
         return cls(real_mapping) if cls is not dict else real_mapping
     if cls is type(None):

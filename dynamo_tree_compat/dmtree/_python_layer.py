@@ -26,6 +26,7 @@ from ._base import (
     _depth_limit,
     _items,
     _Marker,
+    _ordered,
     _values,
 )
 from ._nodes import (
@@ -46,7 +47,7 @@ def _sorted(dictionary: Iterable[Any]) -> list[Any]:
     ['a', 'b']
     """
     try:
-        return sorted(dictionary)
+        return _ordered(dictionary)
     except TypeError:
         raise TypeError(SORTABLE_KEYS_ERROR)  # noqa: B904 - dm-tree chains the original
 

@@ -132,7 +132,8 @@ def test_spec_equality_and_order_are_eager_ones() -> None:
 def test_a_struct_time_built_inside_is_a_structseq_node() -> None:
     def body(x: torch.Tensor) -> Any:
         made = time.struct_time((x, *range(8)))
-        return optree.tree_flatten(made), optree.structseq_fields(made), optree.tree_map(lambda v: v * 2, made)
+        doubled = optree.tree_map(lambda v: v * 2, made)
+        return optree.tree_flatten(made), optree.structseq_fields(made), doubled
 
     _both(lambda x, y, seen: body(x))
 
