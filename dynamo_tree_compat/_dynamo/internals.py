@@ -236,15 +236,13 @@ def get_attribute(tx: Any, variable: Any, name: str) -> Any:
 
 
 def default_factory(tx: Any, variable: Any) -> Any:
-    """A defaultdict variable's ``default_factory``: read as an attribute, or where Dynamo
-    does not answer that (2.10 and earlier), off the variable it keeps."""
-    try:
-        return get_attribute(tx, variable, "default_factory")
-    except NotImplementedError:
-        held = getattr(variable, "default_factory", None)
-        if held is None:
-            raise
+    """A defaultdict variable's ``default_factory``: the variable Dynamo's defaultdict
+    keeps (read as an attribute, Dynamo 2.10 and earlier fail or answer with a variable
+    of no type); else read as an attribute."""
+    held = getattr(variable, "default_factory", None)
+    if isinstance(held, kinds().Base):
         return held
+    return get_attribute(tx, variable, "default_factory")
 
 
 #: Names a variable class's slot methods go by, across torch versions: this package's
