@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KERAS_VENV ?= .venv-keras
 KERAS_STAMP := $(KERAS_VENV)/.installed
 
-.PHONY: doctor test integration-keras matrix matrix-torch fuzz-long benchmark clean
+.PHONY: doctor test integration-keras matrix matrix-torch matrix-torch-outside fuzz-long benchmark clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,11 @@ matrix:
 TORCH ?=
 matrix-torch:
 	.ci/matrix-torch $(TORCH)
+
+## A torch outside the supported releases, as users get it there: one warning, nothing
+## done, nothing broken (tests/outside). TORCH="2.5.1" picks versions.
+matrix-torch-outside:
+	MATRIX_TORCH_OUTSIDE=1 .ci/matrix-torch $(TORCH)
 
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.

@@ -240,17 +240,23 @@ def _summary(
     versions = ", ".join(f"{name} {version or '-'}" for name, version in report.versions.items())
     how = report.activated_by or ("off (DYNAMO_TREE_COMPAT=0)" if report.switched_off else "off")
     hooks = "; ".join(f"{hook} OFF: {why}" for hook, why in report.hooks_off.items())
+    from . import _dynamo, substitutions
+
+    outside = substitutions._torch_out_of_range()
     lines = [
         "dynamo-tree-compat doctor",
         versions,
-        f"mode: {report.mode}, activated by: {how}; private Dynamo hooks: {hooks or 'all on'}",
+        f"doing nothing: {outside}"
+        if outside
+        else f"mode: {report.mode}, activated by: {how}; private Dynamo hooks: {hooks or 'all on'}",
         "",
     ]
-    from . import _dynamo
 
     for library in ("dm-tree", "optree"):
         layers = Counter(
-            "fast path, else twin" if name in _dynamo.FAST_PATHS and lib == "dm-tree" else layer
+            "fast path, else twin"
+            if name in _dynamo.FAST_PATHS and lib == "dm-tree" and layer == "twin"
+            else layer
             for lib, name, state in rows
             if lib == library and not state.startswith("this optree")  # not in this version
             for layer in [_layer_of(state)]
