@@ -374,14 +374,14 @@ def map_structure_with_path_up_to(
     last_paths: Path = ()
     while len(flattened) > 0:
         row = []
-        for pairs, error in flattened:
+        for pairs, error, missing in flattened:
             if index < len(pairs):
                 row.append(pairs[index])
             elif error is None:
                 break
             elif isinstance(error, KeyError):
                 raise ValueError(
-                    KEY_NOT_FOUND_IN_INPUT_TREES.format(key=error.args[0], path=last_paths)
+                    KEY_NOT_FOUND_IN_INPUT_TREES.format(key=missing, path=last_paths)
                 ) from error
             else:
                 raise error
@@ -443,7 +443,7 @@ def flatten_with_path_up_to(
 
 
 def _raise_or_pairs(shallow: Any, tree: Any, one_structure: bool = False) -> list[tuple[Path, Any]]:
-    pairs, error = _flat_up_to(shallow, tree, one_structure)
+    pairs, error, _ = _flat_up_to(shallow, tree, one_structure)
     if error is not None:
         raise error
     return pairs

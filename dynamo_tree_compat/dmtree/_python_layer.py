@@ -139,14 +139,16 @@ def _is_shallow_leaf(shallow: Any) -> bool:
 
 def _flat_up_to(
     shallow: Any, tree: Any, one_structure: bool = False
-) -> tuple[list[tuple[Path, Any]], BaseException | None]:
+) -> tuple[list[tuple[Path, Any]], BaseException | None, Any]:
     """``tree``'s ``(path, value)`` pairs, flattened as deep as ``shallow`` goes.
 
     ``one_structure`` says that ``shallow`` is ``tree`` (flatten_with_path): one walk then
     serves both sides. (An ``is`` test here would not trace: Dynamo cannot compare
     containers by identity.) Returns the pairs found before any error, and that error
-    (or None), so that callers can raise it where dm-tree's generator would have. Like
-    that generator, it looks a child up only after the siblings before it have been walked.
+    (or None), so that callers can raise it where dm-tree's generator would have, and the
+    key found missing, if that was the error (Dynamo 2.10 cannot read a caught error's
+    ``args``). Like that generator, it looks a child up only after the siblings before it
+    have been walked.
     """
     pairs: list[tuple[Path, Any]] = []
     # Each entry: the path, the shallow node, and the (container, key) holding the node.
@@ -155,6 +157,8 @@ def _flat_up_to(
     try:
         while len(pending) > 0:  # not `while pending`: see _base.py
             path, shallow_node, container, key = pending.pop()
+            if type(container) is dict and key not in container:
+                return pairs, KeyError(key), key
             node = container[key]
             kind = type(shallow_node)
             if kind is _TENSOR or kind is _PARAMETER:
@@ -183,8 +187,8 @@ def _flat_up_to(
                 child_key, shallow_child = shallow_items[index]
                 pending.append((path + (child_key,), shallow_child, by_key, child_key))
     except Exception as error:  # noqa: BLE001 - handed back to be raised in order
-        return pairs, error
-    return pairs, None
+        return pairs, error, None
+    return pairs, None, None
 
 
 def _assert_shallow_structure(
