@@ -59,7 +59,6 @@ from ._base import (  # noqa: F401
     _dm_tree_map_to_none,
     _dot,
     _Marker,
-    _ordered,
     _values,
 )
 from ._nodes import (  # noqa: F401
@@ -151,7 +150,7 @@ def flatten(structure: Any) -> list[Any]:
         if kind is list or kind is tuple:
             children = node
         elif kind is dict:
-            children = _values(node, _ordered(node))
+            children = _values(node, sorted(node))
         elif is_nested(node):
             children = _children(node)
         else:

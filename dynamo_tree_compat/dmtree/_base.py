@@ -157,20 +157,6 @@ def _dot(_: object) -> _DotString:
 # argument.
 
 
-def _ordered(keys: Any) -> list[Any]:
-    """``sorted(keys)``, with the TypeError of keys that cannot be ordered raised first,
-    between neighbours, as sorting raises it: Dynamo 2.10 and earlier turn a TypeError
-    raised inside ``sorted()`` into an internal error.
-
-    >>> _ordered({"b": 1, "a": 2})
-    ['a', 'b']
-    """
-    listed = list(keys)
-    for index in range(1, len(listed)):
-        listed[index] < listed[index - 1]  # noqa: B015 - compared for the error alone
-    return sorted(listed)
-
-
 def _values(container: Any, keys: Any) -> list[Any]:
     """``[container[key] for key in keys]``."""
     values = []

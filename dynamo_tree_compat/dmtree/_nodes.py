@@ -23,7 +23,6 @@ from ._base import (
     _attribute_items,
     _depth_limit,
     _Marker,
-    _ordered,
     _values,
 )
 
@@ -133,15 +132,15 @@ def _children(node: Any) -> list[Any]:
     """The children of a nested node, in the C library's order."""
     if issubclass(type(node), dict):  # PyDict_Check: the real type, not __class__
         if type(node) in _PLAIN_DICTS:
-            return _values(node, _ordered(node))
+            return _values(node, sorted(node))
         # The C library reads a dict subclass's storage, not its overrides.
         values = []
-        for key in _ordered(dict.keys(node)):
+        for key in sorted(dict.keys(node)):
             values.append(dict.__getitem__(node, key))
         return values
     if isinstance(node, abc.Mapping):
         values = []
-        for key in _ordered(node.keys()):
+        for key in sorted(list(node.keys())):
             try:
                 values.append(node[key])
             except Exception:  # noqa: BLE001 - the C library replaces any failure
@@ -305,8 +304,8 @@ def _structure_mismatch(
                 for key in left:
                     if key not in right:
                         return _different_keys(left, right)
-            left_children = _values(left, _ordered(left))
-            right_children = _values(right, _ordered(right))
+            left_children = _values(left, sorted(left))
+            right_children = _values(right, sorted(right))
         else:
             mismatch_or_children = _generic_pair(left, right, check_types)
             if mismatch_or_children is None:

@@ -26,7 +26,6 @@ from ._base import (
     _depth_limit,
     _items,
     _Marker,
-    _ordered,
     _values,
 )
 from ._nodes import (
@@ -47,7 +46,7 @@ def _sorted(dictionary: Iterable[Any]) -> list[Any]:
     ['a', 'b']
     """
     try:
-        return _ordered(dictionary)
+        return sorted(dictionary)
     except TypeError:
         raise TypeError(SORTABLE_KEYS_ERROR)  # noqa: B904 - dm-tree chains the original
 
