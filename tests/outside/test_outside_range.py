@@ -8,6 +8,7 @@ tests with them. Elsewhere they are skipped.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -54,6 +55,7 @@ print(json.dumps({
 """
 
 
+@functools.cache  # one fresh process per environment, shared by the tests
 def _run(**environment: str) -> dict[str, Any]:
     lines = run_fresh(_PROGRAM, **environment).stdout.strip().splitlines()
     return json.loads(lines[-1])
