@@ -155,7 +155,7 @@ OPTREE: tuple[Substitution, ...] = (
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 11), (2, 15))
+TORCH_RANGE = ((2, 10), (2, 15))
 
 
 def _torch_out_of_range() -> str | None:
@@ -282,6 +282,8 @@ def install(wait: bool = True) -> dict[str, str]:
                 (dmtree._has_attrs_fields, dmtree._has_attrs_fields_traced, False),
                 (dmtree._attrs_field_names, dmtree._attrs_field_names_folded, True),
             ]
+            if not _sort_raises_cleanly():
+                helpers.append((dmtree._sorted_keys, dmtree._sorted_keys_checked, False))
             for helper, stand_in, fold in helpers:
                 try:
                     handle = _dynamo.substitute(helper, stand_in, fold)
@@ -289,6 +291,15 @@ def install(wait: bool = True) -> dict[str, str]:
                 except Exception as error:  # noqa: BLE001 - the twins then warn while traced
                     _dynamo.LOG.warning("could not quiet %s while tracing: %r", helper, error)
         return outcome
+
+
+def _sort_raises_cleanly() -> bool:
+    """Whether Dynamo's sorted() raises the user's TypeError (else the twins check keys)."""
+    try:
+        return bool(_dynamo.sort_raises_cleanly())
+    except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: check keys
+        _dynamo.LOG.debug("reading Dynamo's sort failed: %r", error)
+        return False
 
 
 def _connect_dmtree(module: Any) -> None:

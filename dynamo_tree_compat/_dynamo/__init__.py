@@ -45,6 +45,7 @@ __all__ = [
     "reset_compiled_code",
     "route",
     "routing_support",
+    "sort_raises_cleanly",
     "substitute",
     "substitution_support",
     "torch_polyfills",
@@ -79,6 +80,7 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "graph_break_function": ("internals", "graph_break_function"),
     "lookup_backend": ("internals", "lookup_backend"),
     "reset_compiled_code": ("internals", "reset_compiled_code"),
+    "sort_raises_cleanly": ("internals", "sort_raises_cleanly"),
     "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
 }
 

@@ -52,7 +52,7 @@ def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
     try:
         result = handler(tx, list(args), dict(kwargs))
     except Cycle:  # run eagerly, the call raises optree's own error
-        return cycle_break(name)
+        return cycle_break(name, tx)
     except Fallback:
         STATS["fallback:" + name] += 1
         return None

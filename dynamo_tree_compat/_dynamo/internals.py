@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import importlib
 import inspect
 import types
 from collections.abc import Callable
@@ -302,14 +303,79 @@ def graph_break(gb_type: str, context: str, explanation: str, hint: str) -> Any:
     raise AssertionError("unimplemented returned")  # pragma: no cover
 
 
-def skip_frame(message: str) -> Any:
+def skip_frame(message: str, tx: Any = None) -> Any:
     """Runs the frame being traced eagerly. Raises :class:`Missing` where Dynamo cannot."""
     from torch._dynamo import exc
 
     skip = getattr(exc, "SkipFrame", None)
     if not isinstance(skip, type):
         raise Missing("torch._dynamo.exc.SkipFrame")
+    if inlined_break_resumes(tx):
+        end_frame(tx, message)
     raise skip(message)
+
+
+@_cached
+def inlined_skip_becomes_break() -> bool:
+    """Whether Dynamo turns a frame skip raised inside an inlined call into a graph break
+    (before torch 2.11), read off what its inliner catches."""
+    try:
+        from torch._dynamo.symbolic_convert import InliningInstructionTranslator
+
+        return "SkipFrame" in InliningInstructionTranslator.inline_call_.__code__.co_names
+    except Exception:  # noqa: BLE001 - moved: a later Dynamo, which lets the skip through
+        return False
+
+
+def inlined_break_resumes(tx: Any) -> bool:
+    """Whether ``tx`` traces an inlined call, on a Dynamo that resumes after a graph break
+    there (see :func:`inlined_skip_becomes_break`). Resuming, such a Dynamo realizes every
+    variable of the frame, and recurses without end through a structure that contains
+    itself, or past Python's limit through a deep one: :func:`end_frame` instead.
+    """
+    return (
+        tx is not None and getattr(tx, "parent", None) is not None and inlined_skip_becomes_break()
+    )
+
+
+def end_frame(tx: Any, message: str) -> Any:
+    """Ends the whole frame ``tx`` belongs to, with no partial graph: it runs eagerly."""
+    tx.output.root_tx.one_graph = True  # the break below then reaches the frame's top
+    return graph_break("dynamo-tree-compat runs this frame eagerly", message, message, "")
+
+
+@_cached
+def break_recurses_on_cycles() -> bool:
+    """Whether a graph break makes Dynamo realize the frame's variables without end when
+    a structure contains itself (before torch 2.11). Tried once on a list variable that
+    holds itself, outside any trace.
+    """
+    try:
+        lazy = importlib.import_module("torch._dynamo.variables.lazy")
+        loop = new_list([])
+        loop.items.append(loop)
+        lazy.LazyVariableTracker.realize_all(loop)
+    except RecursionError:
+        return True
+    except Exception:  # noqa: BLE001 - moved: a later Dynamo
+        return False
+    return False
+
+
+@_cached
+def sort_raises_cleanly() -> bool:
+    """Whether Dynamo's ``sorted()`` raises a TypeError from comparing keys as the user's
+    error (torch 2.11 on). Before, the TypeError escapes Dynamo's own code: an internal
+    error. Read off the code of ``list.sort``'s variable; False where it is not found.
+    """
+    try:
+        lists = importlib.import_module("torch._dynamo.variables.lists")
+        source = inspect.getsource(lists.ListVariable.call_method)
+    except Exception:  # noqa: BLE001 - not found: the twins check keys themselves
+        return False
+    start = source.find('name == "sort"')
+    end = source.find("if name ==", start + 1)
+    return start >= 0 and "raise_observed_exception" in source[start:end]
 
 
 @_cached

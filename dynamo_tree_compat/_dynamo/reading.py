@@ -117,10 +117,21 @@ def too_deep(tx: Any, what: str, limit: int = OPTREE_MAX_DEPTH, library: str = "
     if internals.is_fullgraph(tx):
         return unsupported(what, why, library)
     STATS["skip frame:" + what] += 1
+    _skip_frame(tx, f"{what}: {why}; dynamo-tree-compat runs this frame eagerly")
+    return unsupported(what, why, library)  # where the frame cannot be skipped
+
+
+def _skip_frame(tx: Any, message: str) -> None:
+    """Runs the whole frame eagerly: Dynamo's exception leaves here. Returns where this
+    Dynamo cannot, or the attempt failed (then logged and counted)."""
     try:
-        return internals.skip_frame(f"{what}: {why}; dynamo-tree-compat runs this frame eagerly")
+        internals.skip_frame(message, tx)
+    except internals.dynamo_errors():
+        raise
     except internals.Missing:
-        return unsupported(what, why, library)
+        pass
+    except Exception as error:  # noqa: BLE001 - ours: a graph break instead
+        step_aside("skipping the frame", error)
 
 
 def stepped_aside_break(where: str, error: BaseException) -> Any:
@@ -155,8 +166,17 @@ def breaks_on_error(where: str) -> Callable[[Method], Method]:
     return decorate
 
 
-def cycle_break(what: str) -> Any:
+def cycle_break(what: str, tx: Any = None) -> Any:
     """A structure that contains itself: run eagerly, the call raises optree's own error."""
+    try:
+        recurses = tx is not None and not internals.is_fullgraph(tx)
+        recurses = recurses and internals.break_recurses_on_cycles()
+    except Exception as error:  # noqa: BLE001 - ours: a graph break, as elsewhere
+        step_aside("the check for a cycle's graph break", error)
+        recurses = False
+    if recurses:  # a graph break would have Dynamo recurse without end: skip the frame
+        STATS["cycle:" + what] += 1
+        _skip_frame(tx, f"{what} raises RecursionError: {OPTREE_RECURSION}")
     return counted_break(
         "cycle",
         "optree call on a structure that contains itself",

@@ -70,6 +70,8 @@ from ._nodes import (  # noqa: F401
     _has_attrs_fields_traced,
     _is_attrs,
     _is_namedtuple,
+    _sorted_keys,
+    _sorted_keys_checked,
     _structure_mismatch,
     _warn_about_set,
     is_nested,
@@ -150,7 +152,7 @@ def flatten(structure: Any) -> list[Any]:
         if kind is list or kind is tuple:
             children = node
         elif kind is dict:
-            children = _values(node, sorted(node))
+            children = _values(node, _sorted_keys(node))
         elif is_nested(node):
             children = _children(node)
         else:

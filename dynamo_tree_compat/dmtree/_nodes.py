@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import abc
+from collections.abc import Iterable
 from typing import Any
 
 from ._base import (
@@ -128,19 +129,47 @@ def is_nested(structure: object) -> bool:
     return isinstance(structure, abc.Sequence) and not isinstance(structure, _STRINGS)
 
 
+def _sorted_keys(keys: Iterable[Any]) -> list[Any]:
+    """``sorted(keys)``, with Python's own error if they can't be sorted.
+
+    Where Dynamo's ``sorted()`` cannot raise that error as the user's (before torch
+    2.11), the registry has :func:`_sorted_keys_checked` traced in its place.
+
+    >>> _sorted_keys({"b": 1, "a": 2})
+    ['a', 'b']
+    """
+    return sorted(keys)
+
+
+def _sorted_keys_checked(keys: Iterable[Any]) -> list[Any]:
+    """:func:`_sorted_keys` as such a Dynamo traces it: neighbours are compared first, in
+    the order Python's sort starts with, so that keys of types that can't be ordered
+    raise Python's own TypeError from a comparison Dynamo traces.
+
+    >>> _sorted_keys_checked([2, "a"])
+    Traceback (most recent call last):
+    TypeError: '<' not supported between instances of 'str' and 'int'
+    """
+    keys = list(keys)
+    for index in range(1, len(keys)):
+        if keys[index] < keys[index - 1]:
+            pass
+    return sorted(keys)
+
+
 def _children(node: Any) -> list[Any]:
     """The children of a nested node, in the C library's order."""
     if issubclass(type(node), dict):  # PyDict_Check: the real type, not __class__
         if type(node) in _PLAIN_DICTS:
-            return _values(node, sorted(node))
+            return _values(node, _sorted_keys(node))
         # The C library reads a dict subclass's storage, not its overrides.
         values = []
-        for key in sorted(dict.keys(node)):
+        for key in _sorted_keys(dict.keys(node)):
             values.append(dict.__getitem__(node, key))
         return values
     if isinstance(node, abc.Mapping):
         values = []
-        for key in sorted(list(node.keys())):
+        for key in _sorted_keys(list(node.keys())):
             try:
                 values.append(node[key])
             except Exception:  # noqa: BLE001 - the C library replaces any failure
@@ -304,8 +333,8 @@ def _structure_mismatch(
                 for key in left:
                     if key not in right:
                         return _different_keys(left, right)
-            left_children = _values(left, sorted(left))
-            right_children = _values(right, sorted(right))
+            left_children = _values(left, _sorted_keys(left))
+            right_children = _values(right, _sorted_keys(right))
         else:
             mismatch_or_children = _generic_pair(left, right, check_types)
             if mismatch_or_children is None:

@@ -34,6 +34,7 @@ from ._nodes import (
     _is_attrs,
     _is_namedtuple,
     _same_namedtuples,
+    _sorted_keys,
     _unwrap,
     is_nested,
 )
@@ -46,7 +47,7 @@ def _sorted(dictionary: Iterable[Any]) -> list[Any]:
     ['a', 'b']
     """
     try:
-        return sorted(dictionary)
+        return _sorted_keys(dictionary)
     except TypeError:
         raise TypeError(SORTABLE_KEYS_ERROR)  # noqa: B904 - dm-tree chains the original
 

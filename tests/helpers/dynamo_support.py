@@ -6,6 +6,7 @@ reason that names the feature: the package cannot trace what Dynamo itself canno
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 import time
@@ -43,6 +44,10 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         "cannot construct a time.struct_time (a structseq) in the graph",
     ),
     "hash": (lambda x: hash((1, "a")), "cannot trace the builtin hash()"),
+    "defaultdict.default_factory": (
+        lambda x: (collections.defaultdict(list).default_factory, 1) != (list, 1),
+        "cannot read a defaultdict's default_factory (optree's prefix_errors compares it)",
+    ),
     "tuple.__repr__": (
         lambda x: tuple.__repr__((1, "a")),
         "cannot trace tuple.__repr__ (optree's accessors call it in their repr)",
