@@ -155,7 +155,7 @@ OPTREE: tuple[Substitution, ...] = (
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 10), (2, 15))
+TORCH_RANGE = ((2, 9), (2, 15))
 
 
 def _torch_out_of_range() -> str | None:
@@ -282,8 +282,10 @@ def install(wait: bool = True) -> dict[str, str]:
                 (dmtree._has_attrs_fields, dmtree._has_attrs_fields_traced, False),
                 (dmtree._attrs_field_names, dmtree._attrs_field_names_folded, True),
             ]
-            if not _sort_raises_cleanly():
+            if not _dynamo_can("sort_raises_cleanly"):
                 helpers.append((dmtree._sorted_keys, dmtree._sorted_keys_checked, False))
+            if not _dynamo_can("defaultdict_takes_items"):
+                helpers.append((dmtree._defaultdict_like, dmtree._defaultdict_like_copied, False))
             for helper, stand_in, fold in helpers:
                 try:
                     handle = _dynamo.substitute(helper, stand_in, fold)
@@ -293,12 +295,14 @@ def install(wait: bool = True) -> dict[str, str]:
         return outcome
 
 
-def _sort_raises_cleanly() -> bool:
-    """Whether Dynamo's sorted() raises the user's TypeError (else the twins check keys)."""
+def _dynamo_can(reading: str) -> bool:
+    """One of the seam's readings of what Dynamo traces by itself (``sort_raises_cleanly``,
+    ``defaultdict_takes_items``); False, so that the twins work around it, where reading
+    fails."""
     try:
-        return bool(_dynamo.sort_raises_cleanly())
-    except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: check keys
-        _dynamo.LOG.debug("reading Dynamo's sort failed: %r", error)
+        return bool(getattr(_dynamo, reading)())
+    except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: work around
+        _dynamo.LOG.debug("reading Dynamo's %s failed: %r", reading, error)
         return False
 
 

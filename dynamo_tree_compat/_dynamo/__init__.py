@@ -35,6 +35,7 @@ __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
     "GraphBreakRecorder",
     "compile_lock",
+    "defaultdict_takes_items",
     "graph_break_function",
     "hook_builder",
     "is_builder_hooked",
@@ -81,6 +82,7 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "lookup_backend": ("internals", "lookup_backend"),
     "reset_compiled_code": ("internals", "reset_compiled_code"),
     "sort_raises_cleanly": ("internals", "sort_raises_cleanly"),
+    "defaultdict_takes_items": ("internals", "defaultdict_takes_items"),
     "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
 }
 

@@ -363,6 +363,22 @@ def break_recurses_on_cycles() -> bool:
 
 
 @_cached
+def defaultdict_takes_items() -> bool:
+    """Whether Dynamo traces ``defaultdict(factory, items)`` (torch 2.10 on). Before, its
+    call to the class takes the factory alone, and only a builtin container or a
+    function: a factory read in traced code is not one. Read off the code of the class
+    variable's call; True where that code is not found (later Dynamos).
+    """
+    try:
+        user_defined = importlib.import_module("torch._dynamo.variables.user_defined")
+        source = inspect.getsource(user_defined.UserDefinedClassVariable.call_function)
+    except Exception:  # noqa: BLE001 - moved: a later Dynamo
+        return True
+    start = source.find("self.value is collections.defaultdict")
+    return start < 0 or "len(args) <= 1" not in source[start : start + 200]
+
+
+@_cached
 def sort_raises_cleanly() -> bool:
     """Whether Dynamo's ``sorted()`` raises a TypeError from comparing keys as the user's
     error (torch 2.11 on). Before, the TypeError escapes Dynamo's own code: an internal

@@ -78,6 +78,8 @@ from ._nodes import (  # noqa: F401
 )
 from ._python_layer import (  # noqa: F401
     _assert_shallow_structure,
+    _defaultdict_like,
+    _defaultdict_like_copied,
     _flat_up_to,
     _pack,
     _sequence_like,

@@ -87,6 +87,34 @@ def _yield_value(iterable: Any) -> Iterator[Any]:
         yield value
 
 
+def _defaultdict_like(instance: Any, pairs: Iterable[tuple[Any, Any]]) -> Any:
+    """A defaultdict of ``instance``'s type and factory, holding ``pairs``.
+
+    Where Dynamo cannot call ``defaultdict(factory, pairs)`` with a factory read in
+    traced code (torch 2.9), the registry has :func:`_defaultdict_like_copied` traced
+    in its place.
+
+    >>> _defaultdict_like(collections.defaultdict(list), [("a", 1)])
+    defaultdict(<class 'list'>, {'a': 1})
+    """
+    return type(instance)(instance.default_factory, pairs)
+
+
+def _defaultdict_like_copied(instance: Any, pairs: Iterable[tuple[Any, Any]]) -> Any:
+    """:func:`_defaultdict_like` as such a Dynamo traces it: an exact defaultdict is
+    copied, which keeps the factory, then emptied and filled.
+
+    >>> _defaultdict_like_copied(collections.defaultdict(int, b=2), [("a", 1)])
+    defaultdict(<class 'int'>, {'a': 1})
+    """
+    if type(instance) is not collections.defaultdict:  # not _defaultdict_like: traced as this
+        return type(instance)(instance.default_factory, pairs)
+    made = instance.copy()
+    made.clear()
+    made.update(pairs)
+    return made
+
+
 def _sequence_like(instance: Any, args: Iterable[Any]) -> Any:
     """Converts the sequence ``args`` to the same type as ``instance``.
 
@@ -106,7 +134,7 @@ def _sequence_like(instance: Any, args: Iterable[Any]) -> Any:
         by_key = dict(zip(_sorted(instance), args))
         pairs = _items(by_key, instance)
         if isinstance(instance, collections.defaultdict):
-            return type(instance)(instance.default_factory, pairs)
+            return _defaultdict_like(instance, pairs)
         if isinstance(instance, types.MappingProxyType):
             return type(instance)(dict(pairs))
         if type(instance) is collections.OrderedDict:

@@ -53,9 +53,9 @@ def test_doctor_counts_graphs_and_breaks_of_the_built_in_model() -> None:
     completed = run_cli("doctor", "--backend", "eager", "--steps", "2", "--json")
     report = json.loads(completed.stdout)
     disabled, enabled = report["runs"]
-    # Without the package: 6 breaks from torch 2.11 on, 3 on 2.10 (torch's own optree
-    # handling differs); with it, none.
-    without = 6 if TORCH >= (2, 11) else 3
+    # Without the package: 6 breaks from torch 2.11 on, 3 on 2.10, 18 on 2.9 (torch's own
+    # optree handling differs); with it, none.
+    without = 6 if TORCH >= (2, 11) else 3 if TORCH >= (2, 10) else 18
     assert (disabled["mode"], disabled["graph_breaks"]) == ("disabled", without)
     assert disabled["graphs"] > 1
     assert (enabled["graphs"], enabled["graph_breaks"], enabled["matches_eager"]) == (1, 0, True)
@@ -87,7 +87,9 @@ def test_doctor_all_prints_every_function_and_every_break() -> None:
         line.split()[:2] == ["dm-tree", "tree.flatten"] and "traced by this package" in line
         for line in out.splitlines()
     )
-    assert "5 x" not in out and "1 x break (disabled): tree.flatten runs untraced" in out
+    assert "1 x break (disabled): tree.flatten runs untraced" in out
+    if TORCH >= (2, 10):  # before, torch alone breaks on optree's spec methods 5 times
+        assert "5 x" not in out
     if TORCH >= (2, 11):  # torch's own optree polyfills from 2.11 on: a spec they lack
         lacking = "break (disabled): raises AttributeError(\"'PyTreeSpec' object has no attribute"
         assert lacking in out

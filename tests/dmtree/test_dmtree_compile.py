@@ -20,6 +20,7 @@ from torch._dynamo.utils import counters
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, config
+from tests.helpers.dynamo_support import new_defaultdict
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     LEAF_KINDS,
@@ -52,7 +53,7 @@ def make_mixed(x: torch.Tensor) -> dict[str, Any]:
         "namedtuple": Point(x, [x - 1]),
         "subclass": SubPoint(x, x),
         "ordered": collections.OrderedDict([("z", x), ("a", x + 3)]),
-        "default": collections.defaultdict(list, {"q": x, "p": [x]}),
+        "default": new_defaultdict(list, {"q": x, "p": [x]}.items()),
         "mapping": ReadOnlyMapping({"m": x, "k": (x,)}),
         "proxy_of_dict": types.MappingProxyType({"y": x, "b": x}),
         "attrs": Record(x, {"inner": x}),

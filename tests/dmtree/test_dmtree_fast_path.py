@@ -19,6 +19,7 @@ import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, config
 from dynamo_tree_compat._dynamo import handlers, internals
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.dynamo_support import new_defaultdict
 from tests.helpers.structures import assert_identical, deep_recursion, outcome
 
 tree = pytest.importorskip("tree")
@@ -119,7 +120,7 @@ class SubTensor(torch.Tensor):
 FALLBACKS: dict[str, Callable[[torch.Tensor], Any]] = {
     "namedtuple deep inside": lambda x: {"a": x, "b": [x, Point(x, x)]},
     "OrderedDict": lambda x: collections.OrderedDict([("b", x), ("a", x)]),
-    "defaultdict": lambda x: collections.defaultdict(list, {"b": x}),
+    "defaultdict": lambda x: new_defaultdict(list, [("b", x)]),
     "enum key": lambda x: {Colour.RED: x},
     "set leaf": lambda x: [x, {1, 2}],
     "tensor subclass leaf": lambda x: [x, x.as_subclass(SubTensor)],

@@ -7,22 +7,48 @@ reason that names the feature: the package cannot trace what Dynamo itself canno
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import functools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 import torch
 
-__all__ = ["FEATURES", "TORCH", "dynamo_traces", "needs_dynamo", "needs_torch", "require_dynamo"]
+import dynamo_tree_compat
+
+__all__ = [
+    "FEATURES",
+    "TORCH",
+    "dynamo_traces",
+    "needs_dynamo",
+    "needs_torch",
+    "new_defaultdict",
+    "require_dynamo",
+]
 
 #: The installed torch's (major, minor).
 TORCH: tuple[int, int] = tuple(  # type: ignore[assignment]
     int(part)
     for part in re.match(r"(\d+)\.(\d+)", torch.__version__).groups()  # type: ignore[union-attr]
 )
+
+
+def new_defaultdict(
+    factory: Callable[[], Any], pairs: Iterable[tuple[Any, Any]]
+) -> collections.defaultdict[Any, Any]:
+    """``defaultdict(factory, pairs)`` in two steps, as every Dynamo traces it (Dynamo
+    2.9 calls defaultdict with the factory alone).
+
+    >>> new_defaultdict(list, [("b", 1)])
+    defaultdict(<class 'list'>, {'b': 1})
+    """
+    made = collections.defaultdict(factory)
+    made.update(pairs)
+    return made
 
 
 def needs_torch(minimum: tuple[int, int], what_dynamo_lacks: str) -> pytest.MarkDecorator:
@@ -35,6 +61,24 @@ def needs_torch(minimum: tuple[int, int], what_dynamo_lacks: str) -> pytest.Mark
         TORCH < minimum,
         reason=f"torch {torch.__version__}: Dynamo {what_dynamo_lacks}",
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    field: int = 1
+
+
+class _Key:
+    """A dict key that is a plain user object."""
+
+
+_KEY = _Key()
+
+
+def _optree_flatten(x: torch.Tensor) -> Any:
+    import optree  # only where the feature is asked about
+
+    return optree.tree_flatten([x])
 
 
 #: Dynamo features some supported torch lacks: a tiny use of each, and what it is.
@@ -52,6 +96,24 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         lambda x: tuple.__repr__((1, "a")),
         "cannot trace tuple.__repr__ (optree's accessors call it in their repr)",
     ),
+    "frozen dataclass repr": (
+        lambda x: repr(_Frozen()),
+        "cannot trace repr() of a frozen dataclass (optree's accessor entries)",
+    ),
+    "defaultdict(factory, items)": (
+        lambda x: collections.defaultdict(int, {"a": x}),
+        "cannot call defaultdict(factory, items), or with a factory such as int "
+        "(optree's treespec_defaultdict does)",
+    ),
+    "object dict keys": (
+        lambda x: {_KEY: x},
+        "cannot build a dict keyed by a user object in the graph",
+    ),
+    # Tried with this package disabled: what torch's own optree polyfills do.
+    "optree without the package": (
+        _optree_flatten,
+        "does not trace optree.tree_flatten by itself (torch's own optree polyfills)",
+    ),
 }
 
 
@@ -64,8 +126,12 @@ def dynamo_traces(feature: str) -> bool:
     True
     """
     use, _ = FEATURES[feature]
+    scope = contextlib.nullcontext()
+    if feature == "optree without the package":
+        scope = dynamo_tree_compat.disabled()
     try:
-        torch.compile(use, backend="eager", fullgraph=True)(torch.ones(1))
+        with scope:
+            torch.compile(use, backend="eager", fullgraph=True)(torch.ones(1))
     except Exception:  # noqa: BLE001 - any failure: Dynamo does not trace it
         return False
     return True

@@ -17,7 +17,7 @@ import optree
 import optree.dataclasses
 import torch
 
-from tests.helpers.dynamo_support import dynamo_traces
+from tests.helpers.dynamo_support import dynamo_traces, new_defaultdict
 
 #: The namespace the custom nodes below are registered in.
 NS = "dtc-test"
@@ -78,7 +78,7 @@ def every_kind(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
     return {
         "d": {"z": x, "a": [y, None, ()], "m": {}},
         "o": collections.OrderedDict(z=y, a=(x,)),
-        "dd": collections.defaultdict(list, {"k": x, "j": y}),
+        "dd": new_defaultdict(list, {"k": x, "j": y}.items()),
         "q": collections.deque([x, y], maxlen=4),
         "p": Point(x, y),
         "s": torch.return_types.max((x, 3)),  # a structseq every supported Dynamo builds
@@ -86,16 +86,29 @@ def every_kind(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
     }
 
 
-#: Whether Dynamo traces ``tuple.__repr__``, which an accessor's ``repr`` calls.
+#: Whether Dynamo traces ``tuple.__repr__``, which an accessor's ``repr`` calls, and
+#: ``repr`` of its entries (frozen dataclasses).
 _TUPLE_REPR = dynamo_traces("tuple.__repr__")
+_ENTRY_REPR = dynamo_traces("frozen dataclass repr")
+
+
+#: Calls that need a Dynamo feature some supported torch lacks (see dynamo_support).
+NEEDS = {"treespec_defaultdict": "defaultdict(factory, items)"}
 
 
 def accessor_text(accessor: Any) -> Any:
     """An accessor's ``repr``, or where Dynamo cannot trace ``tuple.__repr__`` (which
-    that calls), the same facts: its class, its code and its entries' ``repr``."""
+    that calls), the same facts: its class, its code and its entries' ``repr`` (or,
+    where Dynamo cannot trace that either, their class and fields)."""
     if _TUPLE_REPR:
         return repr(accessor)
-    return " ".join([type(accessor).__name__, accessor.codify(), *[repr(e) for e in accessor]])
+    if _ENTRY_REPR:
+        entries = [repr(e) for e in accessor]
+    else:
+        entries = [
+            f"{type(e).__name__}({e.entry!r}, {e.type.__name__}, {e.kind!r})" for e in accessor
+        ]
+    return " ".join([type(accessor).__name__, accessor.codify(), *entries])
 
 
 def _record(seen: list[Any]) -> Callable[..., Any]:
@@ -198,7 +211,8 @@ CALLS: dict[str, Call] = {
     "tree_all": lambda x, y, s: (optree.tree_all({"a": True, "b": [1, 2]}), optree.tree_all([])),
     "tree_any": lambda x, y, s: (optree.tree_any([0, None, (0,)]), optree.tree_any([0, [1]])),
     "tree_flatten_one_level": lambda x, y, s: [
-        optree.tree_flatten_one_level(v, namespace=NS)[:3]
+        # tuple() first: Dynamo 2.9 slices a namedtuple into the namedtuple's class.
+        tuple(optree.tree_flatten_one_level(v, namespace=NS))[:3]
         for v in (_plain(x, y), Pair(x, y), Point(x, y), Box([x], "b"), Cfg(x, y))
     ],
     "prefix_errors": lambda x, y, s: len(optree.prefix_errors([x, y], [[x], (y, x)])),

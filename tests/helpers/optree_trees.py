@@ -14,6 +14,7 @@ import optree
 import torch
 from hypothesis import strategies as st
 
+from tests.helpers.dynamo_support import new_defaultdict
 from tests.helpers.optree_calls import NS, Box, Cfg, Pair, Point
 
 Spec = tuple[str, Any]
@@ -97,7 +98,7 @@ def build(spec: Spec, tensors: bool = True) -> Any:
             return dict(pairs)
         if kind == "ordereddict":
             return collections.OrderedDict(pairs)
-        return collections.defaultdict(list, pairs)
+        return new_defaultdict(list, pairs)
     if kind == "deque":
         maxlen, items = payload
         return collections.deque([build(child, tensors) for child in items], maxlen=maxlen)

@@ -24,6 +24,8 @@ import torch
 import wrapt
 from hypothesis import strategies as st
 
+from tests.helpers.dynamo_support import new_defaultdict
+
 Spec = tuple[Any, ...]
 
 #: Structures per compiled fuzz test: 2,000 in the long profile (DTC_FUZZ=long), 10 in CI.
@@ -207,7 +209,7 @@ def container(kind: str, items: list[Any], keys: Any = ()) -> Any:
         if kind == "ordereddict":
             return collections.OrderedDict(pairs)
         if kind == "defaultdict":
-            return collections.defaultdict(list, pairs)
+            return new_defaultdict(list, pairs)
         if kind == "mapping":
             return ReadOnlyMapping(pairs)
         if kind == "mappingproxy":

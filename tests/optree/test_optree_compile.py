@@ -28,11 +28,13 @@ optree = pytest.importorskip("optree")
 from tests.helpers.dynamo_support import (  # noqa: E402
     dynamo_traces,
     needs_dynamo,
+    new_defaultdict,
     require_dynamo,
 )
 from tests.helpers.optree_calls import (  # noqa: E402
     CALLS,
     METHODS,
+    NEEDS,
     NS,
     RAISES,
     STATEFUL,
@@ -58,6 +60,9 @@ def test_every_public_function_has_a_call() -> None:
     )
 
 
+_DEFAULTDICT_ITEMS = dynamo_traces("defaultdict(factory, items)")
+
+
 def _here(calls: dict[str, Any]) -> list[str]:
     """The calls of functions this optree has (optree 0.13 lacks some of 0.20's)."""
     return sorted(name for name in calls if hasattr(optree, name))
@@ -77,6 +82,8 @@ def _both(call: Any, fullgraph: bool = True) -> tuple[Any, Any]:
 
 @pytest.mark.parametrize("name", _here(CALLS))
 def test_traces_in_one_graph_like_eager(name: str) -> None:
+    if name in NEEDS:
+        require_dynamo(NEEDS[name])
     _both(CALLS[name])
 
 
@@ -173,9 +180,7 @@ def test_eager_specs_are_read_inside_and_guarded_by_value() -> None:
 
 def test_dict_order_mode_is_guarded() -> None:
     def body(x: torch.Tensor) -> Any:
-        return optree.tree_flatten(
-            collections.defaultdict(int, {"b": x, "a": x + 1}), namespace="o"
-        )
+        return optree.tree_flatten(new_defaultdict(list, [("b", x), ("a", x + 1)]), namespace="o")
 
     step = compiled(body)
     x = torch.zeros(1)
@@ -219,7 +224,8 @@ def test_a_deque_inputs_maxlen_reaches_optrees_own_python_code(maxlen: int) -> N
     """Dynamo reads a deque input's maxlen as None; optree's deque flatten function reads it."""
 
     def body(tree: Any) -> Any:
-        return optree.tree_flatten_one_level(tree)[:3], tree.maxlen
+        # tuple() first: Dynamo 2.9 slices a namedtuple into the namedtuple's class.
+        return tuple(optree.tree_flatten_one_level(tree))[:3], tree.maxlen
 
     tree = collections.deque([torch.ones(1)][:maxlen], maxlen=maxlen)
     assert_identical(body(tree), compiled(body)(tree))
@@ -276,6 +282,7 @@ def test_optree_errors_become_a_graph_break_then_optrees_own_error() -> None:
     assert stats("break:") == {"PyTreeSpec.unflatten"}
 
 
+@needs_dynamo("optree without the package")
 def test_disabled_mode_leaves_optree_to_torch() -> None:
     def body(x: torch.Tensor) -> Any:
         return optree.tree_flatten({"b": x, "a": x})
@@ -310,6 +317,7 @@ def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> Non
     assert_identical(spec.unflatten([x, x]), compiled(lambda s, x: s.unflatten([x, x]))(spec, x))
 
 
+@needs_dynamo("optree without the package")
 def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where Dynamo's builder is not as expected, nothing of optree is registered."""
     substitutions.uninstall()
@@ -441,7 +449,8 @@ def _more_functions(
     has_leaves = spec.num_leaves > 0
     is_leaf = optree.tree_is_leaf(tree, **options)
     accessors, leaves, _ = optree.tree_flatten_with_accessor(tree, **options)
-    one_level = () if is_leaf else optree.tree_flatten_one_level(tree, **options)[:3]
+    # tuple() first: Dynamo 2.9 slices a namedtuple into the namedtuple's class.
+    one_level = () if is_leaf else tuple(optree.tree_flatten_one_level(tree, **options))[:3]
     return (
         ([accessor_text(accessor) for accessor in accessors], leaves),
         optree.tree_map_with_accessor(with_accessor, tree, tree, **options),
@@ -515,7 +524,11 @@ def _more_functions(
             optree.treespec_dict({"b": spec, "a": given_spec}, **same),
             optree.treespec_namedtuple(Point(spec, prefix_spec), **same),
             optree.treespec_ordereddict(collections.OrderedDict(b=spec, a=inner), **same),
-            optree.treespec_defaultdict(list, {"b": spec, 1: prefix_spec}, **same),
+            # optree's own code calls defaultdict(factory, items), which not every Dynamo
+            # traces: left out there (the treespec_defaultdict call test is skipped).
+            optree.treespec_defaultdict(list, {"b": spec, 1: prefix_spec}, **same)
+            if _DEFAULTDICT_ITEMS
+            else None,
             optree.treespec_deque([spec, given_spec], maxlen=3, **same),
             optree.treespec_structseq(torch.return_types.max([spec, inner]), **same),
             optree.treespec_from_collection({"b": spec, "a": given_spec}, **same),

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
-from tests.helpers.dynamo_support import TORCH
+from tests.helpers.dynamo_support import TORCH, needs_dynamo, require_dynamo
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     Spec,
@@ -76,6 +76,7 @@ def test_func_is_called_in_optree_order_not_insertion_order() -> None:
     assert_identical(expected, compiled(body)(x, []))
     assert stats("taken:") == {"optree.tree_map"}
     torch._dynamo.reset()
+    require_dynamo("optree without the package")
     with dynamo_tree_compat.disabled():  # torch's own fast path calls in insertion order
         assert repr(compiled(body, fullgraph=False)(x, [])) != repr(expected)
 
@@ -126,6 +127,7 @@ def test_anything_else_goes_to_optrees_own_code(case: str) -> None:
     assert stats("fallback:") and stats("taken:") == {"optree._C.flatten"}
 
 
+@needs_dynamo("optree without the package")
 def test_disabled_mode_leaves_everything_to_torch() -> None:
     x = torch.ones(2)
     with dynamo_tree_compat.disabled():
