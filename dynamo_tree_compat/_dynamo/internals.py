@@ -282,7 +282,12 @@ def dict_entries(variable: Any) -> list[tuple[Any, Any, Any]]:
 
 def is_fullgraph(tx: Any) -> bool:
     """Whether a graph break would be an error in this trace (``fullgraph=True``)."""
-    return bool(getattr(tx, "one_graph", True) or getattr(tx, "error_on_graph_break", True))
+    # one_graph (torch 2.8 and before, and later as fullgraph's own flag) and
+    # error_on_graph_break (2.9 on): either set means an error; neither found, assume one.
+    flags = [getattr(tx, name, None) for name in ("one_graph", "error_on_graph_break")]
+    if all(flag is None for flag in flags):
+        return True
+    return any(bool(flag) for flag in flags)
 
 
 @_cached

@@ -108,10 +108,13 @@ def unsupported(what: str, why: str, library: str = "optree") -> Any:
     )
 
 
-def too_deep(tx: Any, what: str, limit: int = OPTREE_MAX_DEPTH, library: str = "optree") -> Any:
-    """Past ``limit``: with fullgraph, the graph break naming it. Without, the whole
-    frame runs eagerly (from then on): resuming after a graph break would have Dynamo's
-    own code recurse over the structure, deeper than Python allows.
+def too_deep(
+    tx: Any, what: str, limit: int | str = OPTREE_MAX_DEPTH, library: str = "optree"
+) -> Any:
+    """Past ``limit`` (a depth, or what stops there): with fullgraph, the graph break
+    naming it. Without, the whole frame runs eagerly (from then on): resuming after a
+    graph break would have Dynamo's own code recurse over the structure, deeper than
+    Python allows.
     """
     why = f"the structure is deeper than {limit}"
     if internals.is_fullgraph(tx):

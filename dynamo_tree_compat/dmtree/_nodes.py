@@ -138,23 +138,52 @@ def _sorted_keys(keys: Iterable[Any]) -> list[Any]:
     >>> _sorted_keys({"b": 1, "a": 2})
     ['a', 'b']
     """
-    return sorted(keys)
+    return sorted(_listed(keys))
+
+
+def _listed(keys: Iterable[Any]) -> list[Any]:
+    """``list(keys)`` by iteration, which Dynamo traces on a user Mapping or its keys
+    view where it cannot call ``list()`` on one (torch 2.8)."""
+    return [key for key in keys]
 
 
 def _sorted_keys_checked(keys: Iterable[Any]) -> list[Any]:
     """:func:`_sorted_keys` as such a Dynamo traces it: neighbours are compared first, in
     the order Python's sort starts with, so that keys of types that can't be ordered
-    raise Python's own TypeError from a comparison Dynamo traces.
+    raise Python's own TypeError from the package's code or from a comparison Dynamo
+    traces (Dynamo 2.8 lets the error of a comparison between constants escape as its
+    own, so builtin types that never order are told apart before comparing).
 
     >>> _sorted_keys_checked([2, "a"])
     Traceback (most recent call last):
     TypeError: '<' not supported between instances of 'str' and 'int'
     """
-    keys = list(keys)
+    keys = _listed(keys)
     for index in range(1, len(keys)):
-        if keys[index] < keys[index - 1]:
+        left, right = keys[index], keys[index - 1]
+        if _never_ordered(type(left), type(right)):
+            raise TypeError(
+                f"'<' not supported between instances of '{type(left).__name__}' and "
+                f"'{type(right).__name__}'"
+            )
+        if left < right:
             pass
     return sorted(keys)
+
+
+#: Builtin key types by what they order with: a number with a number, a str with a str.
+_ORDER_FAMILIES = {bool: 0, int: 0, float: 0, str: 1, bytes: 2, type(None): 3}
+
+
+def _never_ordered(left: type, right: type) -> bool:
+    """Whether ``<`` between instances of two builtin key types always raises.
+
+    >>> _never_ordered(str, int), _never_ordered(bool, float)
+    (True, False)
+    """
+    if left not in _ORDER_FAMILIES or right not in _ORDER_FAMILIES:
+        return False  # a user type may order with anything: compare it
+    return left is type(None) or _ORDER_FAMILIES[left] != _ORDER_FAMILIES[right]
 
 
 def _children(node: Any) -> list[Any]:
@@ -169,7 +198,7 @@ def _children(node: Any) -> list[Any]:
         return values
     if isinstance(node, abc.Mapping):
         values = []
-        for key in _sorted_keys(list(node.keys())):
+        for key in _sorted_keys(node.keys()):
             try:
                 values.append(node[key])
             except Exception:  # noqa: BLE001 - the C library replaces any failure
@@ -252,8 +281,8 @@ def _same_namedtuples(first: Any, second: Any) -> bool:
 def _different_keys(first: Any, second: Any) -> tuple[type[Exception], str]:
     return ValueError, (
         "The two dictionaries don't have the same set of keys. First structure has keys "
-        f"{_describe(list(first.keys()))}, while second structure has keys "
-        f"{_describe(list(second.keys()))}"
+        f"{_describe(_listed(first.keys()))}, while second structure has keys "
+        f"{_describe(_listed(second.keys()))}"
     )
 
 

@@ -103,7 +103,7 @@ def construct(steps: list[Step], x: torch.Tensor) -> Any:
         else:
             count = step[2]
             items = stack[len(stack) - count :]
-            del stack[len(stack) - count :]
+            stack = stack[: len(stack) - count]  # not del: Dynamo 2.8 cannot trace it
             stack.append(container(step[0], items, step[1]))
     return stack[0]
 

@@ -233,3 +233,14 @@ def test_keys_values_and_items_views() -> None:
 
 def test_mapping_proxy_and_defaultdict_rebuild() -> None:
     assert_parity(lambda: [types.MappingProxyType({"b": 1}), collections.defaultdict(list, a=1)])
+
+
+KEY_SAMPLES = [1, 2.5, True, "a", b"b", None, (1,), ("a",), frozenset()]
+
+
+@pytest.mark.parametrize("right", KEY_SAMPLES, ids=repr)
+@pytest.mark.parametrize("left", KEY_SAMPLES, ids=repr)
+def test_the_checked_key_sort_ends_as_python_s(left: Any, right: Any) -> None:
+    """The sort traced where Dynamo cannot raise a comparison's error as the user's
+    (torch 2.8 to 2.10) returns or raises what Python's sorted() does, message included."""
+    assert outcome(dmtree._sorted_keys_checked, [left, right]) == outcome(sorted, [left, right])
