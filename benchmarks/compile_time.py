@@ -190,7 +190,7 @@ def measure(leaves: int, repeats: int, slow: bool) -> dict[str, float]:
             except torch._dynamo.exc.Unsupported as error:
                 if enabled:
                     raise
-                # torch alone breaks the graph here (torch 2.9 traces no optree by itself)
+                # torch alone breaks the graph here (2.8 and 2.9 trace no optree by themselves)
                 print(f"{name}: not measured, torch alone breaks the graph: {error}".split("\n")[0])
                 seconds[name] = math.nan
     for name, (call, fast, enabled) in slow_runs.items():

@@ -138,12 +138,13 @@ def _sorted_keys(keys: Iterable[Any]) -> list[Any]:
     >>> _sorted_keys({"b": 1, "a": 2})
     ['a', 'b']
     """
-    return sorted(_listed(keys))
+    return sorted(keys)
 
 
 def _listed(keys: Iterable[Any]) -> list[Any]:
     """``list(keys)`` by iteration, which Dynamo traces on a user Mapping or its keys
-    view where it cannot call ``list()`` on one (torch 2.8)."""
+    view where it cannot call ``list()`` on one (torch 2.8; there ``sorted()`` of them
+    goes through :func:`_sorted_keys_checked`, which lists them so)."""
     return [key for key in keys]
 
 
@@ -198,7 +199,7 @@ def _children(node: Any) -> list[Any]:
         return values
     if isinstance(node, abc.Mapping):
         values = []
-        for key in _sorted_keys(node.keys()):
+        for key in _sorted_keys(_listed(node.keys())):
             try:
                 values.append(node[key])
             except Exception:  # noqa: BLE001 - the C library replaces any failure

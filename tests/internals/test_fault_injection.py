@@ -138,3 +138,26 @@ def test_stepping_aside_is_counted_in_status(fresh: None, monkeypatch: pytest.Mo
     result = torch.compile(lambda x: tree.flatten({"b": x, "a": x}), backend="eager")(x)
     assert_identical(tree.flatten({"b": x, "a": x}), result)
     assert dynamo_tree_compat.status().stepped_aside >= 1
+
+
+def _recursing(*args: Any, **kwargs: Any) -> Any:
+    raise RecursionError("injected: Dynamo's own reading recursed too deep")
+
+
+def test_a_recursion_error_while_reading_runs_the_frame_eagerly(
+    fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where Dynamo's own reading of a structure overflows the stack (torch 2.8, from about
+    190 levels), the call is past the depth limit: the frame runs eagerly, and with
+    fullgraph the graph break names it."""
+    monkeypatch.setattr(internals, "dict_entries", _recursing)
+    x = torch.ones(1)
+
+    def body(x: torch.Tensor) -> Any:
+        return tree.flatten({"b": x, "a": [x + 1]})
+
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="deeper than"):
+        torch.compile(body, backend="eager", fullgraph=True)(x)
+    torch._dynamo.reset()
+    assert_identical(body(x), torch.compile(body, backend="eager")(x))
+    assert _dynamo.STATS["skip frame:tree.flatten"] >= 1
