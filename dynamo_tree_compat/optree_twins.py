@@ -13,6 +13,8 @@ from typing import Any
 
 __all__ = [
     "broadcast_common_with_treespec",
+    "total_order",
+    "total_order_sorted",
     "tree_broadcast_common",
     "tree_iter",
     "tree_max",
@@ -197,3 +199,32 @@ def tree_min(
     """
     options = {"is_leaf": is_leaf, "none_is_leaf": none_is_leaf, "namespace": namespace}
     return _extreme(min, tree, default, key, options)
+
+
+def total_order(keys: list[Any], reverse: bool = False) -> list[int]:
+    """The positions of ``keys`` in the order optree's ``total_order_sorted`` gives them.
+
+    While tracing, Dynamo runs this eagerly when the keys are constants (it folds the
+    call); otherwise the registry has a graph break stand in.
+
+    >>> total_order(["b", 1, "a"])
+    [1, 2, 0]
+    """
+    from optree.utils import total_order_sorted
+
+    return total_order_sorted(range(len(keys)), key=keys.__getitem__, reverse=reverse)
+
+
+def total_order_sorted(
+    iterable: Any, /, *, key: Callable[[Any], Any] | None = None, reverse: bool = False
+) -> list[Any]:
+    """optree's ``total_order_sorted``, as Dynamos whose sort lets a comparison's
+    TypeError escape (torch 2.10 and earlier) trace it: the order is found by
+    :func:`total_order`, folded on constant keys.
+
+    >>> total_order_sorted([("b", 2), (1, 0)], key=lambda pair: pair[0])
+    [(1, 0), ('b', 2)]
+    """
+    sequence = list(iterable)
+    keys = sequence if key is None else [key(item) for item in sequence]
+    return [sequence[index] for index in total_order(keys, reverse)]

@@ -155,7 +155,7 @@ OPTREE: tuple[Substitution, ...] = (
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 8), (2, 15))
+TORCH_RANGE = ((2, 7), (2, 15))
 
 
 def _torch_out_of_range() -> str | None:
@@ -214,6 +214,10 @@ UNGUARDED: set[str] = set()
 #: Why a substitution is not registered, by the original's import path.
 NOT_REGISTERED: dict[str, str] = {}
 _helpers_registered: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
+#: Which groups of helper stand-ins install() has tried ("twins", "optree"): once each.
+_helpers_tried: set[str] = set()
+#: How to take back what install() gave Dynamo itself (a mappingproxy's type).
+_undo_on_uninstall: list[Callable[[], None]] = []
 _lock = threading.RLock()
 
 
@@ -275,7 +279,8 @@ def install(wait: bool = True) -> dict[str, str]:
                     outcome[key] = NOT_REGISTERED[key] = reason
             if library == "dm-tree" and "registered" in outcome.values():
                 _connect_dmtree(module)
-        if REGISTERED and not _helpers_registered:
+        if REGISTERED and "twins" not in _helpers_tried:
+            _helpers_tried.add("twins")
             helpers = [(helper, _do_nothing, False) for helper in _QUIET_WHILE_TRACING]
             helpers += [
                 (dmtree._depth_limit, _traced_depth_limit, False),
@@ -284,15 +289,42 @@ def install(wait: bool = True) -> dict[str, str]:
             ]
             if not _dynamo_can("sort_raises_cleanly"):
                 helpers.append((dmtree._sorted_keys, dmtree._sorted_keys_checked, False))
-            if not _dynamo_can("defaultdict_takes_items"):
+            if not _dynamo_can("defaultdict_leaves_graph"):
+                helpers.append((dmtree._defaultdict_like, _defaultdict_left_as_dict(), False))
+            elif not _dynamo_can("defaultdict_takes_items"):
                 helpers.append((dmtree._defaultdict_like, dmtree._defaultdict_like_copied, False))
-            for helper, stand_in, fold in helpers:
-                try:
-                    handle = _dynamo.substitute(helper, stand_in, fold)
-                    _helpers_registered.append((helper, handle))
-                except Exception as error:  # noqa: BLE001 - the twins then warn while traced
-                    _dynamo.LOG.warning("could not quiet %s while tracing: %r", helper, error)
+            _substitute_helpers(helpers)
+        optree_registered = any(key.startswith("optree.") for key in REGISTERED)
+        if optree_registered and "optree" not in _helpers_tried:
+            _helpers_tried.add("optree")
+            sort = getattr(sys.modules.get("optree.utils"), "total_order_sorted", None)
+            if sort is not None and not _dynamo_can("sort_raises_cleanly"):
+                # optree's own flatten functions for dicts sort keys of any types.
+                _substitute_helpers(
+                    [
+                        (optree_twins.total_order, _total_order_unfolded(), True),
+                        (sort, optree_twins.total_order_sorted, False),
+                    ]
+                )
+        if REGISTERED and not _undo_on_uninstall:
+            try:
+                undo = _dynamo.give_mapping_proxies_a_type()
+            except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+                _dynamo.LOG.debug("could not give mappingproxy variables a type: %r", error)
+            else:
+                if undo is not None:
+                    _undo_on_uninstall.append(undo)
         return outcome
+
+
+def _substitute_helpers(helpers: list[tuple[Callable[..., Any], Callable[..., Any], bool]]) -> None:
+    """Has Dynamo trace each stand-in for its helper, folded on constants where asked."""
+    for helper, stand_in, fold in helpers:
+        try:
+            handle = _dynamo.substitute(helper, stand_in, fold)
+            _helpers_registered.append((helper, handle))
+        except Exception as error:  # noqa: BLE001 - the helper is then traced as it is
+            _dynamo.LOG.warning("could not stand in for %s while tracing: %r", helper, error)
 
 
 def _dynamo_can(reading: str) -> bool:
@@ -346,6 +378,37 @@ def _register(substitution: Substitution) -> str | None:
     if not _dynamo.route(original, name, MODE_FLAG):
         UNGUARDED.add(name)
     return None
+
+
+def _defaultdict_left_as_dict() -> Callable[[Any, Any], Any]:
+    """What Dynamo meets for ``dmtree._defaultdict_like`` where it would return a
+    defaultdict made in the graph as a plain dict (torch 2.7): a graph break, so that the
+    user's call runs eagerly, with dm-tree's own result."""
+    graph_break = _dynamo.graph_break_function()
+    reason = _dynamo.DEFAULTDICT_LEFT_AS_DICT
+
+    def defaultdict_like(instance: Any, pairs: Any) -> Any:
+        graph_break(msg=reason)
+        return dmtree._defaultdict_like(instance, pairs)  # eagerly: never, it is traced
+
+    return defaultdict_like
+
+
+def _total_order_unfolded() -> Callable[..., Any]:
+    """What Dynamo meets for ``optree_twins.total_order`` on keys that are not constants,
+    where its own sort lets a comparison's TypeError escape (torch 2.10 and earlier): a
+    graph break, so that the user's call runs eagerly."""
+    graph_break = _dynamo.graph_break_function()
+    reason = (
+        "dynamo-tree-compat does not sort these dict keys in the graph: they are not "
+        "constants, and this Dynamo's sort fails on keys that do not compare"
+    )
+
+    def total_order(keys: Any, reverse: bool = False) -> Any:
+        graph_break(msg=reason)
+        return optree_twins.total_order(keys, reverse)  # eagerly: never, it is traced
+
+    return total_order
 
 
 def _untraced(name: str) -> Callable[..., Any]:
@@ -419,6 +482,8 @@ def uninstall() -> list[str]:
                 stuck.append(key)
         if not any(key.startswith("optree.") for key in REGISTERED):
             _dynamo.unhook_builder()  # tree specs coming in: torch's way again
+        while not REGISTERED and _undo_on_uninstall:
+            _undo_on_uninstall.pop()()
         if unguarded_removed:
             _dynamo.reset_compiled_code()
     return stuck

@@ -26,6 +26,7 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "DEFAULTDICT_LEFT_AS_DICT",
     "FAST_PATHS",
     "FAST_PATH_MAX_DEPTH",
     "HOOKS_OFF",
@@ -35,7 +36,9 @@ __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
     "GraphBreakRecorder",
     "compile_lock",
+    "defaultdict_leaves_graph",
     "defaultdict_takes_items",
+    "give_mapping_proxies_a_type",
     "graph_break_function",
     "hook_builder",
     "is_builder_hooked",
@@ -57,6 +60,7 @@ __all__ = [
 
 # name -> (module, attribute there)
 _CONTRACT: dict[str, tuple[str, str]] = {
+    "DEFAULTDICT_LEFT_AS_DICT": ("reading", "DEFAULTDICT_LEFT_AS_DICT"),
     "FAST_PATHS": ("handlers", "FAST_PATHS"),
     "FAST_PATH_MAX_DEPTH": ("reading", "FAST_PATH_MAX_DEPTH"),
     "OPTREE_MAX_DEPTH": ("reading", "OPTREE_MAX_DEPTH"),
@@ -83,6 +87,8 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "reset_compiled_code": ("internals", "reset_compiled_code"),
     "sort_raises_cleanly": ("internals", "sort_raises_cleanly"),
     "defaultdict_takes_items": ("internals", "defaultdict_takes_items"),
+    "defaultdict_leaves_graph": ("internals", "defaultdict_leaves_graph"),
+    "give_mapping_proxies_a_type": ("internals", "give_mapping_proxies_a_type"),
     "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
 }
 

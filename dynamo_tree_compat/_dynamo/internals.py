@@ -384,6 +384,55 @@ def defaultdict_takes_items() -> bool:
 
 
 @_cached
+def defaultdict_leaves_graph() -> bool:
+    """Whether a defaultdict made while tracing leaves the graph as a defaultdict (torch
+    2.8 on). Before, Dynamo rebuilds it with its dict's code, as a plain dict: a wrong
+    result, torch's own. Read off the rebuilding code of its variable; True where that
+    code is not found (later Dynamos).
+    """
+    try:
+        dicts = importlib.import_module("torch._dynamo.variables.dicts")
+        rebuild = dicts.DefaultDictVariable.reconstruct
+        if rebuild is not dicts.ConstDictVariable.reconstruct:
+            return True
+        source = inspect.getsource(rebuild)
+    except Exception:  # noqa: BLE001 - moved: a later Dynamo
+        return True
+    return "OrderedDict" not in source or "defaultdict" in source
+
+
+def give_mapping_proxies_a_type() -> Callable[[], None] | None:
+    """Dynamo 2.7 and earlier cannot tell a mappingproxy variable's type: ``type()`` and
+    ``isinstance()`` on one end tracing with a UserError. Gives its class the answer later
+    Dynamos give, ``types.MappingProxyType``. Returns how to undo that; None where the
+    class answers by itself, or is not found.
+    """
+    try:
+        dicts = importlib.import_module("torch._dynamo.variables.dicts")
+        proxies = dicts.MappingProxyVariable
+        if proxies.python_type is not kinds().Base.python_type:
+            return None
+    except Exception:  # noqa: BLE001 - moved: nothing to give
+        return None
+
+    def python_type(self: Any) -> type:
+        return types.MappingProxyType
+
+    previous = proxies.__dict__.get("python_type")
+    proxies.python_type = python_type
+
+    def undo() -> None:
+        if proxies.__dict__.get("python_type") is not python_type:
+            return  # replaced since: not ours to take back
+        if previous is None:
+            del proxies.python_type
+        else:
+            proxies.python_type = previous
+
+    return undo
+
+
+@_cached
 def sort_raises_cleanly() -> bool:
     """Whether Dynamo's ``sorted()`` raises a TypeError from comparing keys as the user's
     error (torch 2.11 on). Before, the TypeError escapes Dynamo's own code: an internal

@@ -22,6 +22,7 @@ from . import internals
 from .guards import guard_dict_order, guard_registration
 from .reading import (
     CONSTANT_TYPES,
+    DEFAULTDICT_LEFT_AS_DICT,
     OPTREE_MAX_DEPTH,
     breaks_on_error,
     is_none,
@@ -337,6 +338,8 @@ def from_skeleton(tx: Any, value: Any, leaves: list[Any], by_id: dict[int, Any],
         keys = wrap(tx, list(value))
         if cls is collections.OrderedDict:
             return call(tx, _make_ordereddict, keys, ordered)
+        if not internals.defaultdict_leaves_graph():
+            return unsupported("optree: a defaultdict", DEFAULTDICT_LEFT_AS_DICT)
         return call(tx, _make_defaultdict, wrap(tx, value.default_factory), keys, ordered)
     return call(tx, unflatten_func, wrap(tx, metadata), internals.new_list(parts))
 

@@ -18,6 +18,7 @@ Method = TypeVar("Method", bound=Callable[..., Any])
 
 __all__ = [
     "CONSTANT_TYPES",
+    "DEFAULTDICT_LEFT_AS_DICT",
     "FAST_PATH_MAX_DEPTH",
     "OPTREE_MAX_DEPTH",
     "Cycle",
@@ -38,6 +39,12 @@ FAST_PATH_MAX_DEPTH = 100
 OPTREE_MAX_DEPTH = 200
 #: optree's own message when a structure contains itself.
 OPTREE_RECURSION = "Maximum recursion depth exceeded during flattening the tree."
+
+#: Why a call that would build a defaultdict in the graph breaks it (torch 2.7).
+DEFAULTDICT_LEFT_AS_DICT = (
+    "dynamo-tree-compat does not build a defaultdict in the graph here: this Dynamo "
+    "would return it as a plain dict"
+)
 
 LEAF, LIST, TUPLE, DICT = range(4)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import types
 from collections import abc
 from collections.abc import Iterable
 from typing import Any
@@ -148,6 +149,31 @@ def _listed(keys: Iterable[Any]) -> list[Any]:
     return [key for key in keys]
 
 
+def _keys_of(mapping: Any) -> Iterable[Any]:
+    """What a mapping's keys are listed from: its ``keys()``, or, where its class keeps
+    Mapping's own, whose view iterates the mapping, the mapping itself. Dynamo 2.7 traces
+    neither that view (a generator) nor a mappingproxy that comes in, iterated directly
+    (a guard that fails when checked).
+
+    >>> _keys_of({"a": 1})
+    dict_keys(['a'])
+    """
+    if getattr(type(mapping), "keys", None) is abc.Mapping.keys:
+        return mapping
+    return mapping.keys()
+
+
+def _iterated(mapping: Any) -> Iterable[Any]:
+    """What iterating ``mapping`` goes through: the mapping itself, or a mappingproxy's
+    keys view (the same keys). Dynamo 2.7 iterates a mappingproxy that comes in under a
+    guard that fails when checked (an internal error), but not its keys view.
+
+    >>> _iterated(types.MappingProxyType({"a": 1}))
+    dict_keys(['a'])
+    """
+    return mapping.keys() if type(mapping) is types.MappingProxyType else mapping
+
+
 def _sorted_keys_checked(keys: Iterable[Any]) -> list[Any]:
     """:func:`_sorted_keys` as such a Dynamo traces it: neighbours are compared first, in
     the order Python's sort starts with, so that keys of types that can't be ordered
@@ -159,7 +185,7 @@ def _sorted_keys_checked(keys: Iterable[Any]) -> list[Any]:
     Traceback (most recent call last):
     TypeError: '<' not supported between instances of 'str' and 'int'
     """
-    keys = _listed(keys)
+    keys = _listed(_keys_of(keys) if isinstance(keys, abc.Mapping) else keys)
     for index in range(1, len(keys)):
         left, right = keys[index], keys[index - 1]
         if _never_ordered(type(left), type(right)):
@@ -199,7 +225,7 @@ def _children(node: Any) -> list[Any]:
         return values
     if isinstance(node, abc.Mapping):
         values = []
-        for key in _sorted_keys(_listed(node.keys())):
+        for key in _sorted_keys(_listed(_keys_of(node))):
             try:
                 values.append(node[key])
             except Exception:  # noqa: BLE001 - the C library replaces any failure
@@ -282,8 +308,8 @@ def _same_namedtuples(first: Any, second: Any) -> bool:
 def _different_keys(first: Any, second: Any) -> tuple[type[Exception], str]:
     return ValueError, (
         "The two dictionaries don't have the same set of keys. First structure has keys "
-        f"{_describe(_listed(first.keys()))}, while second structure has keys "
-        f"{_describe(_listed(second.keys()))}"
+        f"{_describe(_listed(_keys_of(first)))}, while second structure has keys "
+        f"{_describe(_listed(_keys_of(second)))}"
     )
 
 
@@ -316,7 +342,7 @@ def _node_mismatch(
     elif isinstance(first, abc.Mapping):
         if len(first) != len(second):
             return _different_keys(first, second)
-        for key in first:
+        for key in _iterated(first):
             try:
                 second[key]
             except Exception:  # noqa: BLE001 - the C library's PyMapping_HasKey swallows all

@@ -33,6 +33,7 @@ from ._nodes import (
     _fields_of,
     _is_attrs,
     _is_namedtuple,
+    _iterated,
     _same_namedtuples,
     _sorted_keys,
     _unwrap,
@@ -132,7 +133,7 @@ def _sequence_like(instance: Any, args: Iterable[Any]) -> Any:
     """
     if isinstance(instance, abc.Mapping):
         by_key = dict(zip(_sorted(instance), args))
-        pairs = _items(by_key, instance)
+        pairs = _items(by_key, _iterated(instance))  # in the mapping's order
         if isinstance(instance, collections.defaultdict):
             return _defaultdict_like(instance, pairs)
         if isinstance(instance, types.MappingProxyType):

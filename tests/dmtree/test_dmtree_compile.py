@@ -20,7 +20,7 @@ from torch._dynamo.utils import counters
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, config
-from tests.helpers.dynamo_support import new_defaultdict
+from tests.helpers.dynamo_support import dynamo_traces, needs_dynamo, new_defaultdict
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     LEAF_KINDS,
@@ -40,20 +40,22 @@ from tests.helpers.structures import (
 )
 
 tree = pytest.importorskip("tree")
+_DEFAULTDICTS_RETURNED = dynamo_traces("defaultdict leaves the graph")
+_ITEMS_VIEWS = dynamo_traces("dict.items() view")
 Point = namedtuple_class(2)
 SubPoint = namedtuple_subclass(2)
 Record = attrs_class(2)
 
 
 def make_mixed(x: torch.Tensor) -> dict[str, Any]:
-    """One structure holding every container kind Dynamo can trace, around tensor x."""
-    return {
+    """One structure holding every container kind Dynamo can trace, around tensor x (a
+    defaultdict where Dynamo returns one made in the graph as one)."""
+    mixed = {
         "list": [x, x + 1, None, "text"],
         "tuple": (x * 2, (x,), ()),
         "namedtuple": Point(x, [x - 1]),
         "subclass": SubPoint(x, x),
         "ordered": collections.OrderedDict([("z", x), ("a", x + 3)]),
-        "default": new_defaultdict(list, {"q": x, "p": [x]}.items()),
         "mapping": ReadOnlyMapping({"m": x, "k": (x,)}),
         "proxy_of_dict": types.MappingProxyType({"y": x, "b": x}),
         "attrs": Record(x, {"inner": x}),
@@ -61,12 +63,19 @@ def make_mixed(x: torch.Tensor) -> dict[str, Any]:
         "empty": {},
         "ints": {3: x, 1: x, 2: [x]},
     }
+    if _DEFAULTDICTS_RETURNED:
+        mixed["default"] = new_defaultdict(list, {"q": x, "p": [x]}.items())
+    return mixed
 
 
 def make_views(x: torch.Tensor) -> list[Any]:
-    """Mapping views, which Dynamo cannot take as inputs, so built inside."""
+    """Mapping views, which Dynamo cannot take as inputs, so built inside (an items view
+    where Dynamo makes one)."""
     source = {"b": x, "a": x + 1}
-    return [source.values(), source.keys(), source.items()]
+    views = [source.values(), source.keys()]
+    if _ITEMS_VIEWS:
+        views.append(source.items())
+    return views
 
 
 def shallow_of(structure: Any) -> Any:
@@ -174,6 +183,34 @@ def test_traces_mapping_views_built_inside(name: str) -> None:
 
     x = torch.arange(3.0)
     assert_identical(built_inside(x), compiled(built_inside)(x))
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        "passed in",
+        # Else Dynamo hands the eager call a plain dict for it: torch's own wrong result.
+        pytest.param("built inside", marks=needs_dynamo("defaultdict leaves the graph")),
+    ],
+)
+def test_a_defaultdict_comes_back_a_defaultdict(made: str) -> None:
+    """In one graph where Dynamo returns a defaultdict made in the graph as one; else the
+    call breaks the graph, naming why, and runs eagerly (torch 2.7 would return a dict)."""
+
+    def step(x: torch.Tensor, given: Any) -> Any:
+        structure = new_defaultdict(list, [("b", x), ("a", [x])]) if given is None else given
+        return tree.map_structure(lambda t: t + 1, structure)
+
+    x = torch.ones(2)
+    given = new_defaultdict(list, [("b", x), ("a", [x])]) if made == "passed in" else None
+    if _DEFAULTDICTS_RETURNED:
+        explanation = torch._dynamo.explain(step)(x, given)
+        assert (explanation.graph_count, explanation.graph_break_count) == (1, 0)
+    else:
+        with pytest.raises(torch._dynamo.exc.Unsupported, match="as a plain dict"):
+            compiled(step)(x, given)
+    torch._dynamo.reset()
+    assert_identical(step(x, given), torch.compile(step, backend="eager")(x, given))
 
 
 def test_one_graph_for_a_model_full_of_tree_calls() -> None:

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from dynamo_tree_compat import dmtree
+from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import assert_identical, assert_same_outcome, outcome
 
 tree = pytest.importorskip("tree")
@@ -207,6 +208,10 @@ def test_tensor_subclasses_as_leaves() -> None:
 
     assert_parity(make)
     assert_compiled_like_eager(lambda x: tree.map_structure(lambda t: t * 2, {"s": [x, x + 1]}))
+
+
+@needs_dynamo("Tensor.as_subclass")
+def test_tensor_subclasses_made_in_the_graph_as_leaves() -> None:
     assert_compiled_like_eager(
         lambda x: tree.map_structure(lambda t: t * 2, {"s": [x.as_subclass(_MyTensor), x]})
     )

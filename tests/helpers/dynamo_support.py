@@ -23,6 +23,7 @@ import dynamo_tree_compat
 __all__ = [
     "FEATURES",
     "TORCH",
+    "drawn_kinds",
     "dynamo_traces",
     "needs_dynamo",
     "needs_torch",
@@ -75,6 +76,14 @@ class _Key:
 _KEY = _Key()
 
 
+class _SubTensor(torch.Tensor):
+    """A tensor subclass."""
+
+
+class _SubTuple(tuple):
+    """A tuple subclass."""
+
+
 def _optree_flatten(x: torch.Tensor) -> Any:
     import optree  # only where the feature is asked about
 
@@ -105,6 +114,23 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         "cannot call defaultdict(factory, items), or with a factory such as int "
         "(optree's treespec_defaultdict does)",
     ),
+    "defaultdict leaves the graph": (
+        lambda x: new_defaultdict(list, [("a", x)]),
+        "returns a defaultdict made in the graph as a plain dict",
+    ),
+    "dict.items() view": (
+        lambda x: {"a": x}.items(),
+        "takes dict.items() for a tuple of pairs, not a view",
+    ),
+    "tuple subclass": (
+        lambda x: _SubTuple((x, 1)),
+        "cannot construct a tuple subclass in the graph (optree's PyTreeAccessor, a "
+        "namedtuple with a __new__ of its own)",
+    ),
+    "Tensor.as_subclass": (
+        lambda x: x.as_subclass(_SubTensor),
+        "cannot trace Tensor.as_subclass (an internal error of its own)",
+    ),
     "object dict keys": (
         lambda x: {_KEY: x},
         "cannot build a dict keyed by a user object in the graph",
@@ -120,7 +146,7 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
 @functools.cache
 def dynamo_traces(feature: str) -> bool:
     """Whether this torch's Dynamo traces ``feature`` (a key of :data:`FEATURES`) in one
-    graph, tried once.
+    graph, to a result of eager's type, tried once.
 
     >>> dynamo_traces("tuple.__repr__") in (True, False)
     True
@@ -131,10 +157,25 @@ def dynamo_traces(feature: str) -> bool:
         scope = dynamo_tree_compat.disabled()
     try:
         with scope:
-            torch.compile(use, backend="eager", fullgraph=True)(torch.ones(1))
+            result = torch.compile(use, backend="eager", fullgraph=True)(torch.ones(1))
     except Exception:  # noqa: BLE001 - any failure: Dynamo does not trace it
         return False
-    return True
+    return type(result) is type(use(torch.ones(1)))
+
+
+#: Container kinds some Dynamo gets wrong by itself, made in the graph: the feature each needs.
+_KIND_NEEDS = {"defaultdict": "defaultdict leaves the graph", "items": "dict.items() view"}
+
+
+def drawn_kinds(kinds: Iterable[str]) -> list[str]:
+    """The container kinds generated structures draw from: all of ``kinds``, less those
+    Dynamo itself gets wrong where made in the graph (a defaultdict it returns as a plain
+    dict, an items view it takes for a tuple), which no package call could mend.
+
+    >>> "list" in drawn_kinds(["list", "defaultdict"])
+    True
+    """
+    return [kind for kind in kinds if kind not in _KIND_NEEDS or dynamo_traces(_KIND_NEEDS[kind])]
 
 
 def needs_dynamo(feature: str) -> pytest.MarkDecorator:

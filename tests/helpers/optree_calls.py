@@ -74,32 +74,48 @@ class Cfg:
 
 
 def every_kind(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
-    """A tree with every container kind of optree's own and the three custom nodes."""
-    return {
+    """A tree with every container kind of optree's own and the three custom nodes (a
+    defaultdict where Dynamo returns one made in the graph as one)."""
+    tree = {
         "d": {"z": x, "a": [y, None, ()], "m": {}},
         "o": collections.OrderedDict(z=y, a=(x,)),
-        "dd": new_defaultdict(list, {"k": x, "j": y}.items()),
         "q": collections.deque([x, y], maxlen=4),
         "p": Point(x, y),
         "s": torch.return_types.max((x, 3)),  # a structseq every supported Dynamo builds
         "c": [Pair(x, (y,)), Box([y, {"u": x}], "t"), Cfg(x, y)],
     }
+    if _DEFAULTDICTS_RETURNED:
+        tree["dd"] = new_defaultdict(list, {"k": x, "j": y}.items())
+    return tree
 
 
+_DEFAULTDICTS_RETURNED = dynamo_traces("defaultdict leaves the graph")
+#: Whether Dynamo builds and reads a tuple subclass (optree's PyTreeAccessor).
+_TUPLE_SUBCLASS = dynamo_traces("tuple subclass")
 #: Whether Dynamo traces ``tuple.__repr__``, which an accessor's ``repr`` calls, and
 #: ``repr`` of its entries (frozen dataclasses).
 _TUPLE_REPR = dynamo_traces("tuple.__repr__")
 _ENTRY_REPR = dynamo_traces("frozen dataclass repr")
 
 
-#: Calls that need a Dynamo feature some supported torch lacks (see dynamo_support).
-NEEDS = {"treespec_defaultdict": "defaultdict(factory, items)"}
+#: Calls and spec methods that need a Dynamo feature some supported torch lacks (see
+#: dynamo_support).
+NEEDS = {
+    "treespec_defaultdict": "defaultdict(factory, items)",
+    "prefix_errors": "tuple subclass",  # optree's PyTreeAccessor
+    "treespec_accessors": "tuple subclass",
+    "accessors": "tuple subclass",
+    "hash": "hash",
+}
 
 
 def accessor_text(accessor: Any) -> Any:
     """An accessor's ``repr``, or where Dynamo cannot trace ``tuple.__repr__`` (which
     that calls), the same facts: its class, its code and its entries' ``repr`` (or,
-    where Dynamo cannot trace that either, their class and fields)."""
+    where Dynamo cannot trace that either, their class and fields). Where Dynamo cannot
+    read a tuple subclass at all (2.7: not its length, items or methods), its class."""
+    if not _TUPLE_SUBCLASS:
+        return type(accessor).__name__
     if _TUPLE_REPR:
         return repr(accessor)
     if _ENTRY_REPR:
@@ -134,6 +150,8 @@ def _leaf_lists(x: torch.Tensor, y: torch.Tensor) -> Any:
 
 Call = Callable[[torch.Tensor, torch.Tensor, list[Any]], Any]
 _T = every_kind
+#: How many leaves every_kind has here (two fewer without its defaultdict).
+_LEAVES = optree.tree_structure(_T(1, 2), namespace=NS).num_leaves
 CALLS: dict[str, Call] = {
     "tree_flatten": lambda x, y, s: optree.tree_flatten(_T(x, y), namespace=NS),
     "tree_flatten_with_path": lambda x, y, s: optree.tree_flatten_with_path(_T(x, y), namespace=NS),
@@ -141,7 +159,7 @@ CALLS: dict[str, Call] = {
         1:
     ],
     "tree_unflatten": lambda x, y, s: (
-        optree.tree_unflatten(optree.tree_structure(_T(x, y), namespace=NS), [x] * 18),
+        optree.tree_unflatten(optree.tree_structure(_T(x, y), namespace=NS), [x] * _LEAVES),
         optree.tree_unflatten(optree.tree_structure({"a": x}), [1]),
     ),
     "tree_iter": lambda x, y, s: list(optree.tree_iter(_T(x, y), namespace=NS)),

@@ -14,7 +14,7 @@ import optree
 import torch
 from hypothesis import strategies as st
 
-from tests.helpers.dynamo_support import new_defaultdict
+from tests.helpers.dynamo_support import drawn_kinds, new_defaultdict
 from tests.helpers.optree_calls import NS, Box, Cfg, Pair, Point
 
 Spec = tuple[str, Any]
@@ -47,7 +47,7 @@ def _leaves() -> st.SearchStrategy[Spec]:
 
 @st.composite
 def _node(draw: Any, children: st.SearchStrategy[Spec]) -> Spec:
-    kind = draw(st.sampled_from(sorted(NODE_KINDS)))
+    kind = draw(st.sampled_from(drawn_kinds(sorted(NODE_KINDS))))
     arity = NODE_KINDS[kind]
     if arity is None:
         items = draw(st.lists(children, max_size=4))

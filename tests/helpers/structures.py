@@ -24,7 +24,7 @@ import torch
 import wrapt
 from hypothesis import strategies as st
 
-from tests.helpers.dynamo_support import new_defaultdict
+from tests.helpers.dynamo_support import drawn_kinds, new_defaultdict
 
 Spec = tuple[Any, ...]
 
@@ -133,7 +133,7 @@ def _sorts(keys: list[Any]) -> bool:
 
 @st.composite
 def _node(draw: Any, children: st.SearchStrategy[Spec], unsortable: bool) -> Spec:
-    kind = draw(st.sampled_from(SEQUENCE_KINDS + MAPPING_KINDS + VIEW_KINDS))
+    kind = draw(st.sampled_from(drawn_kinds(SEQUENCE_KINDS + MAPPING_KINDS + VIEW_KINDS)))
     items = draw(st.lists(children, max_size=4))
     if kind in MAPPING_KINDS or kind in VIEW_KINDS:
         keys = draw(_keys(len(items), unsortable and draw(st.booleans())))

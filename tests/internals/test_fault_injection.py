@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -161,3 +162,36 @@ def test_a_recursion_error_while_reading_runs_the_frame_eagerly(
     torch._dynamo.reset()
     assert_identical(body(x), torch.compile(body, backend="eager")(x))
     assert _dynamo.STATS["skip frame:tree.flatten"] >= 1
+
+
+def _type_of_a_proxy(x: torch.Tensor) -> Any:
+    proxy = types.MappingProxyType({"b": x, "a": [x + 1]})
+    return type(proxy) is types.MappingProxyType, tree.flatten(proxy)
+
+
+def test_a_mappingproxy_variable_without_a_type_gets_one_while_installed(
+    fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dynamo 2.7's mappingproxy variable has no type: ``type()`` of one ends tracing with
+    a UserError, in the twins too. Installing gives it the type later Dynamos give, and
+    uninstalling takes it back."""
+    from torch._dynamo.variables.base import VariableTracker
+    from torch._dynamo.variables.dicts import MappingProxyVariable
+
+    x = torch.ones(1)
+    substitutions.uninstall()
+    monkeypatch.setattr(MappingProxyVariable, "python_type", VariableTracker.python_type)
+    try:
+        substitutions.install()
+        compiled = torch.compile(_type_of_a_proxy, backend="eager", fullgraph=True)
+        assert_identical(_type_of_a_proxy(x), compiled(x))
+        substitutions.uninstall()
+        torch._dynamo.reset()
+        with pytest.raises(torch._dynamo.exc.UserError, match="has no type"):
+            torch.compile(
+                lambda x: type(types.MappingProxyType({"a": x})), backend="eager", fullgraph=True
+            )(x)
+    finally:
+        substitutions.uninstall()
+        monkeypatch.undo()
+        substitutions.install()

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
-from tests.helpers.dynamo_support import dynamo_traces
+from tests.helpers.dynamo_support import dynamo_traces, needs_dynamo, new_defaultdict
 from tests.helpers.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")
@@ -166,6 +166,7 @@ class _Custom(collections.namedtuple("_Custom", "a b")):
         return super().__new__(cls, a, b)
 
 
+@needs_dynamo("tuple subclass")
 def test_namedtuple_with_custom_new() -> None:
     assert_like_eager(lambda x: optree.tree_map(lambda v: v + 1, _Custom(x, x)), torch.ones(1))
 
@@ -198,12 +199,16 @@ class _MyTensor(torch.Tensor):
 
 
 def test_tensor_subclasses_as_leaves() -> None:
+    tree = {"p": torch.nn.Parameter(torch.ones(2)), "s": torch.ones(2).as_subclass(_MyTensor)}
+    assert_like_eager(lambda t: optree.tree_leaves(t), tree)
+
+
+@needs_dynamo("Tensor.as_subclass")
+def test_tensor_subclasses_made_in_the_graph_as_leaves() -> None:
     def body(x: torch.Tensor) -> Any:
         return optree.tree_map(lambda t: t * 2, {"s": [x.as_subclass(_MyTensor), x]})
 
     assert_like_eager(body, torch.ones(2))
-    tree = {"p": torch.nn.Parameter(torch.ones(2)), "s": torch.ones(2).as_subclass(_MyTensor)}
-    assert_like_eager(lambda t: optree.tree_leaves(t), tree)
 
 
 @pytest.mark.parametrize("none_is_leaf", [False, True])
@@ -219,6 +224,7 @@ def test_none_and_empty_containers_everywhere(none_is_leaf: bool) -> None:
     assert_like_eager(body, torch.ones(1))
 
 
+@needs_dynamo("dict.items() view")
 def test_keys_values_and_items_views() -> None:
     """Views are leaves to optree."""
 
@@ -227,3 +233,44 @@ def test_keys_values_and_items_views() -> None:
         return optree.tree_leaves([source.keys(), source.values(), source.items()])
 
     assert_like_eager(body, torch.ones(1))
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "dict",
+        "OrderedDict",
+        pytest.param("defaultdict", marks=needs_dynamo("defaultdict leaves the graph")),
+    ],
+)
+def test_dicts_with_keys_of_mixed_types_one_level(kind: str) -> None:
+    """optree's own flatten functions for dicts sort keys of any types, falling back on a
+    TypeError; Dynamo 2.10 and earlier let that TypeError escape their sort as an internal
+    error, unless the package stands in for optree's sort."""
+
+    def body(x: torch.Tensor) -> Any:
+        pairs = [("b", x), (1, x + 1), ("a", x * 2), (0, None)]
+        if kind == "defaultdict":
+            tree = new_defaultdict(list, pairs)
+        else:
+            tree = dict(pairs) if kind == "dict" else collections.OrderedDict(pairs)
+        # tuple() first: Dynamo 2.8 fails slicing the namedtuple itself (an internal error).
+        one_level = tuple(optree.tree_flatten_one_level(tree, none_is_leaf=True))
+        return one_level[:3], optree.tree_flatten_with_path(tree), optree.tree_leaves(tree)
+
+    assert_like_eager(body, torch.ones(1))
+
+
+def test_keys_that_are_no_constants_break_the_graph_where_sorting_them_would_fail() -> None:
+    """Where Dynamo's sort lets a comparison's TypeError escape, the package orders keys
+    by folding the sort on constants; other keys end the graph, naming why."""
+    from dynamo_tree_compat import optree_twins, substitutions
+
+    if not any(
+        helper is optree_twins.total_order for helper, _ in substitutions._helpers_registered
+    ):
+        pytest.skip(f"torch {torch.__version__}: Dynamo's own sort raises the TypeError cleanly")
+    x = torch.ones(1)
+    assert compiled(lambda x: optree_twins.total_order(["b", 1, "a"]))(x) == [1, 2, 0]
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="does not sort these dict keys"):
+        compiled(lambda x: optree_twins.total_order([x, x]))(x)
