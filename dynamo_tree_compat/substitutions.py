@@ -214,8 +214,11 @@ UNGUARDED: set[str] = set()
 #: Why a substitution is not registered, by the original's import path.
 NOT_REGISTERED: dict[str, str] = {}
 _helpers_registered: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
-#: Which groups of helper stand-ins install() has tried ("twins", "optree"): once each.
+#: Which groups of helper stand-ins install() has tried ("twins", "optree"): once each
+#: ("optree" again after uninstall() takes its stand-ins back).
 _helpers_tried: set[str] = set()
+#: The stand-ins for optree's own key sort, taken back with optree's twins.
+_optree_helpers: list[tuple[Callable[..., Any], Any]] = []
 #: How to take back what install() gave Dynamo itself (a mappingproxy's type).
 _undo_on_uninstall: list[Callable[[], None]] = []
 _lock = threading.RLock()
@@ -279,33 +282,7 @@ def install(wait: bool = True) -> dict[str, str]:
                     outcome[key] = NOT_REGISTERED[key] = reason
             if library == "dm-tree" and "registered" in outcome.values():
                 _connect_dmtree(module)
-        if REGISTERED and "twins" not in _helpers_tried:
-            _helpers_tried.add("twins")
-            helpers = [(helper, _do_nothing, False) for helper in _QUIET_WHILE_TRACING]
-            helpers += [
-                (dmtree._depth_limit, _traced_depth_limit, False),
-                (dmtree._has_attrs_fields, dmtree._has_attrs_fields_traced, False),
-                (dmtree._attrs_field_names, dmtree._attrs_field_names_folded, True),
-            ]
-            if not _dynamo_can("sort_raises_cleanly"):
-                helpers.append((dmtree._sorted_keys, dmtree._sorted_keys_checked, False))
-            if not _dynamo_can("defaultdict_leaves_graph"):
-                helpers.append((dmtree._defaultdict_like, _defaultdict_left_as_dict(), False))
-            elif not _dynamo_can("defaultdict_takes_items"):
-                helpers.append((dmtree._defaultdict_like, dmtree._defaultdict_like_copied, False))
-            _substitute_helpers(helpers)
-        optree_registered = any(key.startswith("optree.") for key in REGISTERED)
-        if optree_registered and "optree" not in _helpers_tried:
-            _helpers_tried.add("optree")
-            sort = getattr(sys.modules.get("optree.utils"), "total_order_sorted", None)
-            if sort is not None and not _dynamo_can("sort_raises_cleanly"):
-                # optree's own flatten functions for dicts sort keys of any types.
-                _substitute_helpers(
-                    [
-                        (optree_twins.total_order, _total_order_unfolded(), True),
-                        (sort, optree_twins.total_order_sorted, False),
-                    ]
-                )
+        _install_helpers()
         if REGISTERED and not _undo_on_uninstall:
             try:
                 undo = _dynamo.give_mapping_proxies_a_type()
@@ -317,14 +294,69 @@ def install(wait: bool = True) -> dict[str, str]:
         return outcome
 
 
-def _substitute_helpers(helpers: list[tuple[Callable[..., Any], Callable[..., Any], bool]]) -> None:
-    """Has Dynamo trace each stand-in for its helper, folded on constants where asked."""
+def _install_helpers() -> None:
+    """Stand-ins for the twins' own helpers, once; and, while optree's twins are
+    registered, for optree's key sort where Dynamo's own sort fails on it."""
+    if REGISTERED and "twins" not in _helpers_tried:
+        _helpers_tried.add("twins")
+        try:
+            helpers = _twin_helpers()
+        except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+            _dynamo.LOG.warning("could not make the twins' helpers' stand-ins: %r", error)
+            helpers = []
+        for helper in helpers:
+            _helpers_registered.extend(_substitute_helpers([helper]))
+    optree_registered = any(key.startswith("optree.") for key in REGISTERED)
+    if optree_registered and "optree" not in _helpers_tried:
+        _helpers_tried.add("optree")
+        sort = getattr(sys.modules.get("optree.utils"), "total_order_sorted", None)
+        if sort is None or _dynamo_can("sort_raises_cleanly"):
+            return
+        # optree's own flatten functions for dicts sort keys of any types. One unit: the
+        # sort's stand-in calls total_order, which without its own would call the sort.
+        try:
+            pair = [
+                (optree_twins.total_order, _total_order_unfolded(), True),
+                (sort, optree_twins.total_order_sorted, False),
+            ]
+        except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+            _dynamo.LOG.warning("could not stand in for optree's key sort: %r", error)
+            return
+        _optree_helpers.extend(_substitute_helpers(pair))
+
+
+def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]:
+    """(helper, stand-in, fold on constants) for the twins' own helpers."""
+    helpers = [(helper, _do_nothing, False) for helper in _QUIET_WHILE_TRACING]
+    helpers += [
+        (dmtree._depth_limit, _traced_depth_limit, False),
+        (dmtree._has_attrs_fields, dmtree._has_attrs_fields_traced, False),
+        (dmtree._attrs_field_names, dmtree._attrs_field_names_folded, True),
+    ]
+    if not _dynamo_can("sort_raises_cleanly"):
+        helpers.append((dmtree._sorted_keys, dmtree._sorted_keys_checked, False))
+    if not _dynamo_can("defaultdict_leaves_graph"):
+        helpers.append((dmtree._defaultdict_like, _defaultdict_left_as_dict(), False))
+    elif not _dynamo_can("defaultdict_takes_items"):
+        helpers.append((dmtree._defaultdict_like, dmtree._defaultdict_like_copied, False))
+    return helpers
+
+
+def _substitute_helpers(
+    helpers: list[tuple[Callable[..., Any], Callable[..., Any], bool]],
+) -> list[tuple[Callable[..., Any], Any]]:
+    """Has Dynamo trace each stand-in for its helper (folded on constants where asked), all
+    or none: returns (helper, Dynamo's handle) for each, or nothing where one failed."""
+    done: list[tuple[Callable[..., Any], Any]] = []
     for helper, stand_in, fold in helpers:
         try:
-            handle = _dynamo.substitute(helper, stand_in, fold)
-            _helpers_registered.append((helper, handle))
-        except Exception as error:  # noqa: BLE001 - the helper is then traced as it is
+            done.append((helper, _dynamo.substitute(helper, stand_in, fold)))
+        except Exception as error:  # noqa: BLE001 - the helpers are then traced as they are
             _dynamo.LOG.warning("could not stand in for %s while tracing: %r", helper, error)
+            for registered, handle in done:
+                _dynamo.unsubstitute(registered, handle)
+            return []
+    return done
 
 
 def _dynamo_can(reading: str) -> bool:
@@ -482,6 +514,9 @@ def uninstall() -> list[str]:
                 stuck.append(key)
         if not any(key.startswith("optree.") for key in REGISTERED):
             _dynamo.unhook_builder()  # tree specs coming in: torch's way again
+            while _optree_helpers:
+                _dynamo.unsubstitute(*_optree_helpers.pop())
+            _helpers_tried.discard("optree")
         while not REGISTERED and _undo_on_uninstall:
             _undo_on_uninstall.pop()()
         if unguarded_removed:

@@ -395,9 +395,12 @@ def defaultdict_leaves_graph() -> bool:
         rebuild = dicts.DefaultDictVariable.reconstruct
         if rebuild is not dicts.ConstDictVariable.reconstruct:
             return True
-        source = inspect.getsource(rebuild)
     except Exception:  # noqa: BLE001 - moved: a later Dynamo
         return True
+    try:
+        source = inspect.getsource(rebuild)
+    except Exception:  # noqa: BLE001 - not readable: assume the worst, break the graph
+        return False
     return "OrderedDict" not in source or "defaultdict" in source
 
 

@@ -185,7 +185,7 @@ def _sorted_keys_checked(keys: Iterable[Any]) -> list[Any]:
     Traceback (most recent call last):
     TypeError: '<' not supported between instances of 'str' and 'int'
     """
-    keys = _listed(_keys_of(keys) if isinstance(keys, abc.Mapping) else keys)
+    keys = _listed(_iterated(keys) if isinstance(keys, abc.Mapping) else keys)  # as sorted()
     for index in range(1, len(keys)):
         left, right = keys[index], keys[index - 1]
         if _never_ordered(type(left), type(right)):

@@ -288,7 +288,7 @@ FAST_CALLS = {
 GENERATED = [(name, True) for name in sorted(CALLS)] + [
     (name, False) for name in sorted(FAST_CALLS)
 ]
-generated_specs = st.one_of(specs(max_leaves=8), plain_specs(max_leaves=8))
+generated_specs = st.one_of(specs(max_leaves=8, compiled=True), plain_specs(max_leaves=8))
 
 
 def traceable_here(name: str, spec: Spec) -> bool:

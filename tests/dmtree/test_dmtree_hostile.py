@@ -151,6 +151,38 @@ def test_mapping_whose_iter_raises() -> None:
         dmtree.assert_same_structure(_IterRaises(), _IterRaises())
 
 
+class _KeysDisagree(abc.Mapping):
+    """A Mapping whose ``keys()`` lists its keys in another order than iterating it."""
+
+    def __init__(self, data: Any) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def keys(self) -> Any:
+        return list(reversed(list(self._data)))
+
+
+def test_mapping_whose_keys_disagree_with_its_iteration() -> None:
+    """dm-tree takes a Mapping's children from ``keys()`` and rebuilds it in iteration
+    order; compiled calls do the same, on every torch the package supports."""
+    assert_parity(lambda: _KeysDisagree({"b": 1, "a": [2], "c": 3}))
+    for call in (
+        lambda s: tree.flatten(s),
+        lambda s: tree.flatten_with_path(s),
+        lambda s: tree.map_structure(lambda v: v * 2, s),
+        lambda s: tree.assert_same_structure(s, s),
+    ):
+        assert_compiled_like_eager(lambda x, call=call: call(_KeysDisagree({"b": x, "a": [x]})))
+
+
 _Base = collections.namedtuple("_Base", "a b")
 
 

@@ -46,8 +46,9 @@ def _leaves() -> st.SearchStrategy[Spec]:
 
 
 @st.composite
-def _node(draw: Any, children: st.SearchStrategy[Spec]) -> Spec:
-    kind = draw(st.sampled_from(drawn_kinds(sorted(NODE_KINDS))))
+def _node(draw: Any, children: st.SearchStrategy[Spec], compiled: bool) -> Spec:
+    kinds = sorted(NODE_KINDS)
+    kind = draw(st.sampled_from(drawn_kinds(kinds) if compiled else kinds))
     arity = NODE_KINDS[kind]
     if arity is None:
         items = draw(st.lists(children, max_size=4))
@@ -61,9 +62,12 @@ def _node(draw: Any, children: st.SearchStrategy[Spec]) -> Spec:
     return (kind, tuple(items))
 
 
-def trees(max_leaves: int = 10) -> st.SearchStrategy[Spec]:
-    """Specs of optree pytrees mixing every node kind."""
-    return st.recursive(_leaves(), _node, max_leaves=max_leaves)
+def trees(max_leaves: int = 10, compiled: bool = False) -> st.SearchStrategy[Spec]:
+    """Specs of optree pytrees mixing every node kind; ``compiled``: those this Dynamo
+    itself gets right made in the graph (see ``drawn_kinds``)."""
+    return st.recursive(
+        _leaves(), lambda children: _node(children, compiled), max_leaves=max_leaves
+    )
 
 
 #: is_leaf callbacks the tests draw from, by name.

@@ -132,8 +132,9 @@ def _sorts(keys: list[Any]) -> bool:
 
 
 @st.composite
-def _node(draw: Any, children: st.SearchStrategy[Spec], unsortable: bool) -> Spec:
-    kind = draw(st.sampled_from(drawn_kinds(SEQUENCE_KINDS + MAPPING_KINDS + VIEW_KINDS)))
+def _node(draw: Any, children: st.SearchStrategy[Spec], unsortable: bool, compiled: bool) -> Spec:
+    kinds = SEQUENCE_KINDS + MAPPING_KINDS + VIEW_KINDS
+    kind = draw(st.sampled_from(drawn_kinds(kinds) if compiled else kinds))
     items = draw(st.lists(children, max_size=4))
     if kind in MAPPING_KINDS or kind in VIEW_KINDS:
         keys = draw(_keys(len(items), unsortable and draw(st.booleans())))
@@ -146,10 +147,13 @@ def _node(draw: Any, children: st.SearchStrategy[Spec], unsortable: bool) -> Spe
     return (kind, tuple(items))
 
 
-def specs(max_leaves: int = 12, unsortable: bool = False) -> st.SearchStrategy[Spec]:
-    """Specs of nested structures mixing every container kind."""
+def specs(
+    max_leaves: int = 12, unsortable: bool = False, compiled: bool = False
+) -> st.SearchStrategy[Spec]:
+    """Specs of nested structures mixing every container kind; ``compiled``: those this
+    Dynamo itself gets right made in the graph (see ``drawn_kinds``)."""
     return st.recursive(
-        leaves(), lambda children: _node(children, unsortable), max_leaves=max_leaves
+        leaves(), lambda children: _node(children, unsortable, compiled), max_leaves=max_leaves
     )
 
 

@@ -386,7 +386,7 @@ def _main_functions(tree: Any, given_spec: Any, options: dict[str, Any]) -> Any:
 
 
 @settings(max_examples=COMPILED_EXAMPLES, deadline=None)
-@given(spec=trees(), drawn=options())
+@given(spec=trees(compiled=True), drawn=options())
 def test_generated_trees_trace_like_eager(spec: Any, drawn: dict[str, Any]) -> None:
     given_spec = spec_of(spec, **drawn)
     expected = _main_functions(build(spec), given_spec, drawn)
@@ -541,7 +541,7 @@ def _more_functions(
 
 @settings(max_examples=COMPILED_EXAMPLES, deadline=None)
 @given(
-    spec_and_prefix=trees().flatmap(lambda s: st.tuples(st.just(s), prefix_of(s))),
+    spec_and_prefix=trees(compiled=True).flatmap(lambda s: st.tuples(st.just(s), prefix_of(s))),
     drawn=options(),
     ordered=st.booleans(),
 )
@@ -639,7 +639,7 @@ def _stateful_functions(tree: Any, options: dict[str, Any]) -> Any:
 
 
 @settings(max_examples=COMPILED_EXAMPLES, deadline=None)
-@given(spec=trees(), drawn=options())
+@given(spec=trees(compiled=True), drawn=options())
 def test_generated_trees_in_registration_and_dict_order_run_like_eager(
     spec: Any, drawn: dict[str, Any]
 ) -> None:

@@ -98,3 +98,25 @@ def test_tree_max_and_tree_min(
         outcome(lambda: getattr(optree, name)(tree, **keywords)),
         outcome(lambda: getattr(optree_twins, name)(tree, **keywords)),
     )
+
+
+_sort_keys = st.one_of(
+    st.integers(-2, 2),
+    st.sampled_from(["a", "b", ""]),
+    st.none(),
+    st.tuples(st.integers(0, 1), st.sampled_from(["x", 1])),
+)
+
+
+@given(keys=st.lists(_sort_keys, max_size=6), reverse=st.booleans(), keyed=st.booleans())
+def test_total_order_sorted(keys: list[Any], reverse: bool, keyed: bool) -> None:
+    """The stand-in for optree's key sort (traced where Dynamo's own sort fails), against
+    optree's: mixed types, equal keys, keys that never order, either direction."""
+    from optree.utils import total_order_sorted
+
+    items = [(key, index) for index, key in enumerate(keys)] if keyed else keys
+    key = (lambda pair: pair[0]) if keyed else None
+    assert_same_ending(
+        outcome(lambda: total_order_sorted(items, key=key, reverse=reverse)),
+        outcome(lambda: optree_twins.total_order_sorted(items, key=key, reverse=reverse)),
+    )
