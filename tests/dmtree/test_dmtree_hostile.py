@@ -15,7 +15,12 @@ import torch
 
 from dynamo_tree_compat import dmtree
 from tests.helpers.dynamo_support import needs_dynamo
-from tests.helpers.structures import assert_identical, assert_same_outcome, outcome
+from tests.helpers.structures import (
+    ReadOnlyMapping,
+    assert_identical,
+    assert_same_outcome,
+    outcome,
+)
 
 tree = pytest.importorskip("tree")
 
@@ -151,20 +156,8 @@ def test_mapping_whose_iter_raises() -> None:
         dmtree.assert_same_structure(_IterRaises(), _IterRaises())
 
 
-class _KeysDisagree(abc.Mapping):
+class _KeysDisagree(ReadOnlyMapping):
     """A Mapping whose ``keys()`` lists its keys in another order than iterating it."""
-
-    def __init__(self, data: Any) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
     def keys(self) -> Any:
         return list(reversed(list(self._data)))
