@@ -316,7 +316,11 @@ def _install_helpers() -> None:
         # sort's stand-in calls total_order, which without its own would call the sort.
         try:
             pair = [
-                (optree_twins.total_order, _total_order_unfolded(), True),
+                (
+                    optree_twins.total_order,
+                    _breaking(optree_twins.total_order, _UNSORTED_KEYS),
+                    True,
+                ),
                 (sort, optree_twins.total_order_sorted, False),
             ]
         except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
@@ -336,7 +340,13 @@ def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]
     if not _dynamo_can("sort_raises_cleanly"):
         helpers.append((dmtree._sorted_keys, dmtree._sorted_keys_checked, False))
     if not _dynamo_can("defaultdict_leaves_graph"):
-        helpers.append((dmtree._defaultdict_like, _defaultdict_left_as_dict(), False))
+        helpers.append(
+            (
+                dmtree._defaultdict_like,
+                _breaking(dmtree._defaultdict_like, _dynamo.DEFAULTDICT_LEFT_AS_DICT),
+                False,
+            )
+        )
     elif not _dynamo_can("defaultdict_takes_items"):
         helpers.append((dmtree._defaultdict_like, dmtree._defaultdict_like_copied, False))
     return helpers
@@ -412,35 +422,25 @@ def _register(substitution: Substitution) -> str | None:
     return None
 
 
-def _defaultdict_left_as_dict() -> Callable[[Any, Any], Any]:
-    """What Dynamo meets for ``dmtree._defaultdict_like`` where it would return a
-    defaultdict made in the graph as a plain dict (torch 2.7): a graph break, so that the
-    user's call runs eagerly, with dm-tree's own result."""
+def _breaking(original: Callable[..., Any], reason: str) -> Callable[..., Any]:
+    """What Dynamo meets for ``original`` where it must not trace it: a graph break naming
+    ``reason``, so that the user's call runs eagerly (used where Dynamo would return a
+    defaultdict made in the graph as a plain dict, torch 2.7, or would let a sort's
+    TypeError escape on keys that are not constants, torch 2.10 and earlier)."""
     graph_break = _dynamo.graph_break_function()
-    reason = _dynamo.DEFAULTDICT_LEFT_AS_DICT
 
-    def defaultdict_like(instance: Any, pairs: Any) -> Any:
+    def breaking(*args: Any, **kwargs: Any) -> Any:
         graph_break(msg=reason)
-        return dmtree._defaultdict_like(instance, pairs)  # eagerly: never, it is traced
+        return original(*args, **kwargs)  # eagerly: never, it is traced
 
-    return defaultdict_like
+    return breaking
 
 
-def _total_order_unfolded() -> Callable[..., Any]:
-    """What Dynamo meets for ``optree_twins.total_order`` on keys that are not constants,
-    where its own sort lets a comparison's TypeError escape (torch 2.10 and earlier): a
-    graph break, so that the user's call runs eagerly."""
-    graph_break = _dynamo.graph_break_function()
-    reason = (
-        "dynamo-tree-compat does not sort these dict keys in the graph: they are not "
-        "constants, and this Dynamo's sort fails on keys that do not compare"
-    )
-
-    def total_order(keys: Any, reverse: bool = False) -> Any:
-        graph_break(msg=reason)
-        return optree_twins.total_order(keys, reverse)  # eagerly: never, it is traced
-
-    return total_order
+#: Why optree's key sort breaks the graph on keys that are not constants.
+_UNSORTED_KEYS = (
+    "dynamo-tree-compat does not sort these dict keys in the graph: they are not "
+    "constants, and this Dynamo's sort fails on keys that do not compare"
+)
 
 
 def _untraced(name: str) -> Callable[..., Any]:
