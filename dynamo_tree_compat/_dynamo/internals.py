@@ -620,10 +620,13 @@ def root_code(tx: Any) -> Any:
     return tx.output.root_tx.f_code
 
 
-def unskip_code(code: Any) -> bool:
+def unskip_code(code: Any) -> None:
     """Makes Dynamo consider ``code`` again after it marked the code to run eagerly for
-    good, keeping its compiled graphs. Returns False where this torch can only drop the
-    graphs with the mark (torch 2.5: they then recompile on the next call).
+    good, keeping its compiled graphs.
+
+    Where Dynamo has no exec strategies (torch 2.6 and earlier), its skip mark replaces
+    a code's compiled graphs: a code with graphs has no mark, and is left alone; one
+    without is reset, which drops nothing.
     """
     from torch._dynamo import eval_frame
 
@@ -632,11 +635,11 @@ def unskip_code(code: Any) -> bool:
         from torch._dynamo.types import FrameAction, FrameExecStrategy
 
         setter(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
-        return True
-    from torch._C._dynamo.eval_frame import reset_code
+        return
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, reset_code
 
-    reset_code(code)
-    return False
+    if not _debug_get_cache_entry_list(code):
+        reset_code(code)
 
 
 def builder_tx(builder: Any) -> Any:
@@ -655,17 +658,47 @@ def tensor_check() -> tuple[Any, str]:
 
 def graph_break_function() -> Callable[..., None]:
     """Dynamo's ``graph_break``, called as ``graph_break(msg=...)``: traced, it ends the
-    graph; run eagerly, it does nothing. (torch 2.5 takes no message.)"""
+    graph naming ``msg``; run eagerly, it does nothing. (Where ``graph_break`` takes no
+    message, torch 2.6 and earlier, the message goes through Dynamo's ``comptime``.)"""
     import torch._dynamo
 
     graph_break = torch._dynamo.graph_break
     if "msg" in inspect.signature(graph_break).parameters:
         return graph_break
+    global _comptime
+    try:
+        from torch._dynamo.comptime import comptime
+    except ImportError:  # no way to name the reason: the bare graph break
 
-    def without_message(msg: str = "") -> None:
-        graph_break()
+        def without_message(msg: str = "") -> None:
+            graph_break()
 
-    return without_message
+        return without_message
+    _comptime = comptime
+    return _graph_break_naming
+
+
+#: Dynamo's ``comptime``, where ``_graph_break_naming`` uses it: a module global, so that
+#: Dynamo meets it with a source and knows it.
+_comptime: Any = None
+
+
+def _graph_break_naming(msg: str = "") -> None:
+    """``graph_break(msg=...)`` for a Dynamo whose graph_break takes no message."""
+    _comptime(_break_naming_msg)
+
+
+def _break_naming_msg(context: Any) -> None:
+    """Run by Dynamo as it traces ``with_message`` (``comptime``): the graph break, naming
+    the caller's ``msg``."""
+    try:
+        message = str(context.get_local("msg").as_python_constant())
+    except Exception:  # noqa: BLE001 - ours: a break all the same, without the reason
+        message = "graph break"
+    unimplemented, structured = _unimplemented()
+    if structured:
+        graph_break("Graph break", "", message, "")
+    unimplemented(message)
 
 
 def reset_compiled_code() -> None:

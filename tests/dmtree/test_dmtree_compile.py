@@ -20,7 +20,8 @@ from torch._dynamo.utils import counters
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, config
-from tests.helpers.dynamo_support import dynamo_traces, needs_dynamo, new_defaultdict
+from tests.helpers.compiling import compiled
+from tests.helpers.dynamo_support import drawn_kinds, dynamo_traces, needs_dynamo, new_defaultdict
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     LEAF_KINDS,
@@ -40,30 +41,40 @@ from tests.helpers.structures import (
 )
 
 tree = pytest.importorskip("tree")
-_DEFAULTDICTS_RETURNED = dynamo_traces("defaultdict leaves the graph")
 _ITEMS_VIEWS = dynamo_traces("dict.items() view")
 Point = namedtuple_class(2)
 SubPoint = namedtuple_subclass(2)
 Record = attrs_class(2)
 
 
-def make_mixed(x: torch.Tensor) -> dict[str, Any]:
-    """One structure holding every container kind Dynamo can trace, around tensor x (a
-    defaultdict where Dynamo returns one made in the graph as one)."""
+#: The kinds make_mixed adds where this Dynamo takes them, made inside (True) or not.
+_MIXED_KINDS = {
+    inside: drawn_kinds(["mapping", "mappingproxy", "attrs", "defaultdict"], inside=inside)
+    for inside in (True, False)
+}
+
+
+def make_mixed(x: torch.Tensor, inside: bool = True) -> dict[str, Any]:
+    """One structure holding every container kind this Dynamo can trace around tensor x,
+    made in the graph (``inside``) or passed in (see ``drawn_kinds``)."""
     mixed = {
         "list": [x, x + 1, None, "text"],
         "tuple": (x * 2, (x,), ()),
         "namedtuple": Point(x, [x - 1]),
         "subclass": SubPoint(x, x),
         "ordered": collections.OrderedDict([("z", x), ("a", x + 3)]),
-        "mapping": ReadOnlyMapping({"m": x, "k": (x,)}),
-        "proxy_of_dict": types.MappingProxyType({"y": x, "b": x}),
-        "attrs": Record(x, {"inner": x}),
         "deque": collections.deque([x, x + 2]),
         "empty": {},
         "ints": {3: x, 1: x, 2: [x]},
     }
-    if _DEFAULTDICTS_RETURNED:
+    kinds = _MIXED_KINDS[inside]
+    if "mapping" in kinds:
+        mixed["mapping"] = ReadOnlyMapping({"m": x, "k": (x,)})
+    if "mappingproxy" in kinds:
+        mixed["proxy_of_dict"] = types.MappingProxyType({"y": x, "b": x})
+    if "attrs" in kinds:
+        mixed["attrs"] = Record(x, {"inner": x})
+    if "defaultdict" in kinds:
         mixed["default"] = new_defaultdict(list, {"q": x, "p": [x]}.items())
     return mixed
 
@@ -135,10 +146,6 @@ def fresh_dynamo() -> None:
     counters.clear()
 
 
-def compiled(function: Callable[..., Any]) -> Callable[..., Any]:
-    return torch.compile(function, fullgraph=True, backend="eager")
-
-
 def test_every_registered_function_is_exercised() -> None:
     exercised = {name.removesuffix("_two").removesuffix("_bottom_up") for name in CALLS}
     functions = dynamo_tree_compat.status().functions
@@ -161,7 +168,7 @@ def test_traces_on_structure_built_inside(name: str) -> None:
 def test_traces_on_structure_passed_in(name: str) -> None:
     call = CALLS[name]
     x = torch.arange(3.0)
-    assert_identical(call(make_mixed(x)), compiled(call)(make_mixed(x)))
+    assert_identical(call(make_mixed(x, False)), compiled(call)(make_mixed(x, False)))
 
 
 @pytest.mark.parametrize(
@@ -203,7 +210,7 @@ def test_a_defaultdict_comes_back_a_defaultdict(made: str) -> None:
 
     x = torch.ones(2)
     given = new_defaultdict(list, [("b", x), ("a", [x])]) if made == "passed in" else None
-    if _DEFAULTDICTS_RETURNED:
+    if dynamo_traces("defaultdict leaves the graph"):
         explanation = torch._dynamo.explain(step)(x, given)
         assert (explanation.graph_count, explanation.graph_break_count) == (1, 0)
     else:

@@ -12,9 +12,11 @@ import dataclasses
 import functools
 import re
 import time
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import attr
 import pytest
 import torch
 
@@ -29,6 +31,7 @@ __all__ = [
     "needs_torch",
     "new_defaultdict",
     "require_dynamo",
+    "with_a_graph_op",
 ]
 
 #: The installed torch's (major, minor).
@@ -74,6 +77,22 @@ class _Key:
 
 
 _KEY = _Key()
+_PROXY = types.MappingProxyType({"a": 1})
+
+
+def _is_itself(value: Any) -> tuple[bool]:
+    same = value
+    return (value is same,)
+
+
+class _Made:
+    """A plain user class."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+_Record = attr.make_class("_Record", {"value": attr.ib()})
 
 
 class _SubTensor(torch.Tensor):
@@ -131,6 +150,33 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         lambda x: x.as_subclass(_SubTensor),
         "cannot trace Tensor.as_subclass (an internal error of its own)",
     ),
+    "mappingproxy made in the graph": (
+        lambda x: types.MappingProxyType({"a": x}),
+        "cannot make a types.MappingProxyType in the graph",
+    ),
+    "mappingproxy passed in": (
+        lambda x: (_PROXY["a"], len(_PROXY), list(_PROXY.keys())),
+        "cannot read a types.MappingProxyType that comes in (its items, length or keys)",
+    ),
+    "class of an object made in the graph": (
+        lambda x: type(_Made(x))(x),
+        "cannot call the class of an object made in the graph, type(made)(...) (the "
+        "twins rebuild a user Mapping so)",
+    ),
+    "attrs instance made in the graph": (
+        lambda x: _Record(x),
+        "cannot make an attrs instance in the graph",
+    ),
+    "is between containers": (
+        lambda x: _is_itself({"a": x}) + _is_itself((x,)),
+        "cannot trace ``is`` between a dict and itself, or a tuple and itself (it compares "
+        "their items)",
+    ),
+    "a frame with no graph ops": (
+        lambda x: list(y for y in [x]),
+        "skips a fullgraph frame with no graph ops, then traces the frames inside it alone "
+        "(a generator or comprehension frame, whose iterator it cannot take as an input)",
+    ),
     "object dict keys": (
         lambda x: {_KEY: x},
         "cannot build a dict keyed by a user object in the graph",
@@ -157,25 +203,64 @@ def dynamo_traces(feature: str) -> bool:
         scope = dynamo_tree_compat.disabled()
     try:
         with scope:
-            result = torch.compile(use, backend="eager", fullgraph=True)(torch.ones(1))
+            result = torch.compile(_probe(feature, use), backend="eager", fullgraph=True)(
+                torch.ones(1)
+            )
     except Exception:  # noqa: BLE001 - any failure: Dynamo does not trace it
         return False
     return type(result) is type(use(torch.ones(1)))
 
 
-#: Container kinds some Dynamo gets wrong by itself, made in the graph: the feature each needs.
-_KIND_NEEDS = {"defaultdict": "defaultdict leaves the graph", "items": "dict.items() view"}
+def _probe(feature: str, use: Callable[[torch.Tensor], Any]) -> Callable[[torch.Tensor], Any]:
+    """``use`` with a graph op beside it: a Dynamo that skips a frame with none (2.6 and
+    earlier) would otherwise run the use eagerly and seem to trace it."""
+    return use if feature == "a frame with no graph ops" else with_a_graph_op(use)
 
 
-def drawn_kinds(kinds: Iterable[str]) -> list[str]:
+def with_a_graph_op(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, with one graph op beside each call that changes nothing, in a code
+    object of its own (Dynamo caches compiled code by code object).
+
+    >>> with_a_graph_op(len)([1, 2])
+    2
+    """
+
+    def beside(*args: Any, **kwargs: Any) -> Any:
+        torch.zeros(())  # an op in the graph, so Dynamo traces this frame as one
+        return function(*args, **kwargs)
+
+    code = beside.__code__.replace(co_name=f"{getattr(function, '__name__', 'call')}_with_an_op")
+    return types.FunctionType(code, globals(), code.co_name, None, beside.__closure__)
+
+
+#: Container kinds some Dynamo gets wrong by itself, made in the graph or passed in: the
+#: features each needs.
+_KIND_NEEDS = {
+    "defaultdict": ("defaultdict leaves the graph",),
+    "items": ("dict.items() view",),
+    "mappingproxy": ("mappingproxy made in the graph", "mappingproxy passed in"),
+}
+#: What each kind needs besides, made in the graph (a user Mapping is rebuilt by its class).
+_KIND_NEEDS_INSIDE = {
+    "mapping": ("class of an object made in the graph",),
+    "attrs": ("attrs instance made in the graph", "class of an object made in the graph"),
+}
+
+
+def drawn_kinds(kinds: Iterable[str], inside: bool = False) -> list[str]:
     """The container kinds generated structures draw from: all of ``kinds``, less those
-    Dynamo itself gets wrong where made in the graph (a defaultdict it returns as a plain
-    dict, an items view it takes for a tuple), which no package call could mend.
+    Dynamo itself gets wrong (a defaultdict it returns as a plain dict, an items view it
+    takes for a tuple, a mappingproxy it cannot read), which no package call could mend;
+    ``inside``: made in the graph (less the kinds it cannot make or rebuild there).
 
-    >>> "list" in drawn_kinds(["list", "defaultdict"])
+    >>> "list" in drawn_kinds(["list", "defaultdict"], inside=True)
     True
     """
-    return [kind for kind in kinds if kind not in _KIND_NEEDS or dynamo_traces(_KIND_NEEDS[kind])]
+    needs = {**_KIND_NEEDS}
+    if inside:
+        for kind, more in _KIND_NEEDS_INSIDE.items():
+            needs[kind] = needs.get(kind, ()) + more
+    return [kind for kind in kinds if all(map(dynamo_traces, needs.get(kind, ())))]
 
 
 def needs_dynamo(feature: str) -> pytest.MarkDecorator:
