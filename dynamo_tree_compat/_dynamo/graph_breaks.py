@@ -71,7 +71,10 @@ class GraphBreak:
 
 
 # The twins' frames, which a break's report names but a user did not write.
-_MACHINERY_FILES = (os.path.join("dynamo_tree_compat", "substitutions.py"),)
+_MACHINERY_FILES = (
+    os.path.join("dynamo_tree_compat", "substitutions.py"),
+    os.path.join("dynamo_tree_compat", "_dynamo", "internals.py"),  # a break naming its reason
+)
 _MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "dmtree") + os.sep,)
 
 
@@ -88,6 +91,8 @@ def parse_graph_break(message: str) -> GraphBreak:
     ...     'raised exception KeyError([ConstantVariable(str: "k")])'
     ... ).reason
     'raises KeyError("k")'
+    >>> parse_graph_break("Graph break in user code at f.py:3\nReason: Unsupported: why").reason
+    'why'
     """
     location_pattern, user_message_pattern, frame_pattern = _patterns()
     found = location_pattern.search(message)
@@ -102,6 +107,9 @@ def parse_graph_break(message: str) -> GraphBreak:
                 if text and not text.startswith(_PREAMBLES):
                     reason = text
                     break
+            break
+        if line.startswith("Reason: "):  # torch 2.6 and earlier: "Reason: Unsupported: ..."
+            reason = line.removeprefix("Reason: ").removeprefix("Unsupported: ").strip()
             break
     raised = re.search(r"Developer debug context: raised exception (.+)", message)
     if reason == "Observed exception" and raised:

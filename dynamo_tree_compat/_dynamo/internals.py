@@ -620,6 +620,15 @@ def root_code(tx: Any) -> Any:
     return tx.output.root_tx.f_code
 
 
+def skip_keeps_graphs() -> bool:
+    """Whether Dynamo marks a code to run eagerly beside its compiled graphs (exec
+    strategies, torch 2.7 on). Before, the mark replaces them: a code marked in one mode
+    (a graph break inside a ``with`` block) compiles again in the other."""
+    from torch._dynamo import eval_frame
+
+    return getattr(eval_frame, "set_code_exec_strategy", None) is not None
+
+
 def unskip_code(code: Any) -> None:
     """Makes Dynamo consider ``code`` again after it marked the code to run eagerly for
     good, keeping its compiled graphs.

@@ -17,6 +17,8 @@ import torch
 import tree
 
 import dynamo_tree_compat as dtc
+from dynamo_tree_compat import _dynamo
+from tests.helpers.dynamo_support import needs_dynamo
 
 
 class Counting:
@@ -95,6 +97,7 @@ def test_the_enabled_graph_comes_back_after_disabled(function: Any) -> None:
     torch.testing.assert_close(compiled(x), function(x))
 
 
+@needs_dynamo("a @contextmanager scope")
 def test_a_keras_like_name_scope_around_a_layer() -> None:
     torch._dynamo.reset()
     counting = Counting()
@@ -108,6 +111,11 @@ def test_a_keras_like_name_scope_around_a_layer() -> None:
 
 
 @pytest.mark.parametrize("function", [with_optree, with_dmtree], ids=["optree", "dm-tree"])
+@pytest.mark.skipif(
+    not _dynamo.skip_keeps_graphs(),
+    reason=f"torch {torch.__version__}: Dynamo's mark to run a code eagerly replaces its "
+    "compiled graphs (no exec strategies), so each return to a mode compiles again",
+)
 def test_a_hundred_round_trips_compile_once_per_mode(function: Any) -> None:
     torch._dynamo.reset()
     counting = Counting()

@@ -13,7 +13,7 @@ import functools
 import re
 import time
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attr
@@ -80,6 +80,16 @@ _KEY = _Key()
 _PROXY = types.MappingProxyType({"a": 1})
 
 
+@contextlib.contextmanager
+def _scope() -> Iterator[None]:
+    yield
+
+
+def _in_a_scope(x: torch.Tensor) -> torch.Tensor:
+    with _scope():
+        return x + 1
+
+
 def _is_itself(value: Any) -> tuple[bool]:
     same = value
     return (value is same,)
@@ -101,6 +111,16 @@ class _SubTensor(torch.Tensor):
 
 class _SubTuple(tuple):
     """A tuple subclass."""
+
+
+class _SubList(list):
+    """A list subclass with an ``__init__`` of its own, like optree's DictMetaData."""
+
+    __slots__ = ("extra",)
+
+    def __init__(self, items: Iterable[Any] = (), *, extra: Any = None) -> None:
+        super().__init__(items)
+        self.extra = extra
 
 
 def _optree_flatten(x: torch.Tensor) -> Any:
@@ -146,6 +166,11 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         "cannot construct a tuple subclass in the graph (optree's PyTreeAccessor, a "
         "namedtuple with a __new__ of its own)",
     ),
+    "list subclass": (
+        lambda x: _SubList([x], extra=1),
+        "cannot construct a list subclass with an __init__ of its own in the graph "
+        "(optree's DictMetaData, which tree_flatten_one_level makes for a dict)",
+    ),
     "Tensor.as_subclass": (
         lambda x: x.as_subclass(_SubTensor),
         "cannot trace Tensor.as_subclass (an internal error of its own)",
@@ -171,6 +196,11 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         lambda x: _is_itself({"a": x}) + _is_itself((x,)),
         "cannot trace ``is`` between a dict and itself, or a tuple and itself (it compares "
         "their items)",
+    ),
+    "a @contextmanager scope": (
+        lambda x: _in_a_scope(x),
+        "cannot trace a @contextlib.contextmanager scope (a generator): the graph breaks "
+        "there (Keras's name scopes)",
     ),
     "a frame with no graph ops": (
         lambda x: list(y for y in [x]),

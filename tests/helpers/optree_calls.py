@@ -106,6 +106,7 @@ NEEDS = {
     "treespec_accessors": "tuple subclass",
     "accessors": "tuple subclass",
     "hash": "hash",
+    "tree_flatten_one_level": "list subclass",  # on a dict, optree's DictMetaData
 }
 
 

@@ -343,6 +343,8 @@ def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.Monke
 # eagerly built spec of the same tree comes in as an input. DTC_FUZZ=long draws 2,000.
 
 
+#: Whether Dynamo makes a list subclass (optree's DictMetaData, for a dict's one level).
+_LIST_SUBCLASS = dynamo_traces("list subclass")
 #: Whether Dynamo traces ``is`` between a container and itself (2.6 cannot).
 _IS_TRACED = dynamo_traces("is between containers")
 
@@ -463,7 +465,11 @@ def _more_functions(
     is_leaf = optree.tree_is_leaf(tree, **options)
     accessors, leaves, _ = optree.tree_flatten_with_accessor(tree, **options)
     # tuple() first: Dynamo 2.9 slices a namedtuple into the namedtuple's class.
-    one_level = () if is_leaf else tuple(optree.tree_flatten_one_level(tree, **options))[:3]
+    one_level = (
+        tuple(optree.tree_flatten_one_level(tree, **options))[:3]
+        if not is_leaf and (_LIST_SUBCLASS or not isinstance(tree, dict))
+        else ()
+    )
     return (
         ([accessor_text(accessor) for accessor in accessors], leaves),
         optree.tree_map_with_accessor(with_accessor, tree, tree, **options),

@@ -243,6 +243,7 @@ def test_keys_values_and_items_views() -> None:
         pytest.param("defaultdict", marks=needs_dynamo("defaultdict leaves the graph")),
     ],
 )
+@needs_dynamo("list subclass")
 def test_dicts_with_keys_of_mixed_types_one_level(kind: str) -> None:
     """optree's own flatten functions for dicts sort keys of any types, falling back on a
     TypeError; Dynamo 2.10 and earlier let that TypeError escape their sort as an internal
