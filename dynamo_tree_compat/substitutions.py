@@ -155,7 +155,7 @@ OPTREE: tuple[Substitution, ...] = (
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 7), (2, 15))
+TORCH_RANGE = ((2, 6), (2, 15))
 
 
 def _torch_out_of_range() -> str | None:
