@@ -637,13 +637,12 @@ def unskip_code(code: Any) -> None:
     a code's compiled graphs: a code with graphs has no mark, and is left alone; one
     without is reset, which drops nothing.
     """
-    from torch._dynamo import eval_frame
-
-    setter = getattr(eval_frame, "set_code_exec_strategy", None)
-    if setter is not None:
+    if skip_keeps_graphs():
+        from torch._dynamo import eval_frame
         from torch._dynamo.types import FrameAction, FrameExecStrategy
 
-        setter(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
+        strategy = FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT)
+        eval_frame.set_code_exec_strategy(code, strategy)
         return
     from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, reset_code
 
@@ -674,7 +673,7 @@ def graph_break_function() -> Callable[..., None]:
     graph_break = torch._dynamo.graph_break
     if "msg" in inspect.signature(graph_break).parameters:
         return graph_break
-    global _comptime
+    global _comptime, _bare_graph_break
     try:
         from torch._dynamo.comptime import comptime
     except ImportError:  # no way to name the reason: the bare graph break
@@ -683,28 +682,34 @@ def graph_break_function() -> Callable[..., None]:
             graph_break()
 
         return without_message
-    _comptime = comptime
+    _comptime, _bare_graph_break = comptime, graph_break
     return _graph_break_naming
 
 
-#: Dynamo's ``comptime``, where ``_graph_break_naming`` uses it: a module global, so that
-#: Dynamo meets it with a source and knows it.
+#: Dynamo's ``comptime`` and ``graph_break``, where ``_graph_break_naming`` uses them:
+#: module globals, so that Dynamo meets them with a source and knows them.
 _comptime: Any = None
+_bare_graph_break: Any = None
 
 
 def _graph_break_naming(msg: str = "") -> None:
     """``graph_break(msg=...)`` for a Dynamo whose graph_break takes no message."""
-    _comptime(_break_naming_msg)
+    _comptime(_break_naming_msg)  # traced: raises Dynamo's Unsupported, naming msg
+    _bare_graph_break()  # where that could not: a graph break all the same
 
 
 def _break_naming_msg(context: Any) -> None:
-    """Run by Dynamo as it traces ``with_message`` (``comptime``): the graph break, naming
-    the caller's ``msg``."""
+    """Run by Dynamo as it traces ``_graph_break_naming`` (``comptime``): the graph
+    break, naming the caller's ``msg``. Where it cannot, it returns, and the bare graph
+    break follows."""
     try:
         message = str(context.get_local("msg").as_python_constant())
     except Exception:  # noqa: BLE001 - ours: a break all the same, without the reason
         message = "graph break"
-    unimplemented, structured = _unimplemented()
+    try:
+        unimplemented, structured = _unimplemented()
+    except Exception:  # noqa: BLE001 - ours: never an internal error
+        return
     if structured:
         graph_break("Graph break", "", message, "")
     unimplemented(message)

@@ -197,3 +197,34 @@ def test_a_mappingproxy_variable_without_a_type_gets_one_while_installed(
         substitutions.uninstall()
         monkeypatch.undo()
         substitutions.install()
+
+
+def test_a_graph_break_names_its_reason_where_graph_break_takes_no_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where ``graph_break`` takes no message (torch 2.6 and earlier), the seam passes it
+    through ``comptime``; where even that fails, the graph still breaks, never an
+    internal error; eagerly, nothing happens."""
+    bare = torch._dynamo.graph_break
+    monkeypatch.setattr(torch._dynamo, "graph_break", lambda: bare())
+    breaker = internals.graph_break_function()
+    assert breaker(msg="eagerly nothing") is None
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        breaker(msg="the reason, named")
+        return x + 1
+
+    x = torch.ones(1)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="the reason, named"):
+        torch.compile(body, backend="eager", fullgraph=True)(x)
+
+    def missing() -> Any:
+        raise internals.Missing("torch._dynamo.exc.unimplemented")
+
+    monkeypatch.setattr(internals, "_unimplemented", missing)
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported) as raised:
+        torch.compile(body, backend="eager", fullgraph=True)(x)
+    assert not isinstance(raised.value, torch._dynamo.exc.InternalTorchDynamoError)
+    torch._dynamo.reset()
+    assert_identical(body(x), torch.compile(body, backend="eager")(x))
