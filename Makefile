@@ -60,9 +60,10 @@ matrix-torch:
 	.ci/matrix-torch $(TORCH)
 
 ## A torch outside the supported releases, as users get it there: one warning, nothing
-## done, nothing broken (tests/outside). TORCH="2.5.1" picks versions.
+## done, nothing broken (tests/outside). By default 2.4.1, the release before the oldest
+## supported; TORCH="..." picks others.
 matrix-torch-outside:
-	MATRIX_TORCH_OUTSIDE=1 .ci/matrix-torch $(TORCH)
+	MATRIX_TORCH_OUTSIDE=1 .ci/matrix-torch $(or $(TORCH),2.4.1)
 
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.

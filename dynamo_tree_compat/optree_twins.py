@@ -17,6 +17,9 @@ __all__ = [
     "total_order_sorted",
     "tree_broadcast_common",
     "tree_iter",
+    "tree_map_",
+    "tree_map_with_accessor_",
+    "tree_map_with_path_",
     "tree_max",
     "tree_min",
 ]
@@ -228,3 +231,102 @@ def total_order_sorted(
     sequence = list(iterable)
     keys = sequence if key is None else [key(item) for item in sequence]
     return [sequence[index] for index in total_order(keys, reverse)]
+
+
+def _call_each(func: Callable[..., Any], columns: list[Any]) -> None:
+    """``func`` on each row of ``columns``, in order, for its side effects."""
+    for row in zip(*columns):
+        func(*row)
+
+
+def _needs_in_place_twins() -> bool:
+    """optree's in-place maps exhaust their calls with ``deque(..., maxlen=0)``, which
+    Dynamo before torch 2.6 cannot call."""
+    from . import _dynamo
+
+    try:
+        return not _dynamo.deque_keeps_maxlen()
+    except Exception:  # noqa: BLE001 - Dynamo's internals moved: the twins trace anywhere
+        return True
+
+
+def tree_map_(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """``func`` on each leaf of ``tree`` (and of ``rests``) for its side effects; returns
+    ``tree`` itself.
+
+    >>> seen = []
+    >>> tree_map_(seen.append, {"b": 2, "a": (1, None)})
+    {'b': 2, 'a': (1, None)}
+    >>> seen
+    [1, 2]
+    """
+    import optree
+
+    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
+    leaves, spec = optree.tree_flatten(tree, is_leaf, **options)
+    _call_each(func, [leaves, *(spec.flatten_up_to(rest) for rest in rests)])
+    return tree
+
+
+def tree_map_with_path_(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """``func(path, leaf, ...)`` on each leaf of ``tree`` for its side effects; returns
+    ``tree`` itself.
+
+    >>> seen = []
+    >>> tree_map_with_path_(lambda p, v: seen.append((p, v)), {"a": [1]})
+    {'a': [1]}
+    >>> seen
+    [(('a', 0), 1)]
+    """
+    import optree
+
+    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
+    paths, leaves, spec = optree.tree_flatten_with_path(tree, is_leaf, **options)
+    _call_each(func, [paths, leaves, *(spec.flatten_up_to(rest) for rest in rests)])
+    return tree
+
+
+def tree_map_with_accessor_(
+    func: Callable[..., Any],
+    tree: Any,
+    /,
+    *rests: Any,
+    is_leaf: Callable[[Any], bool] | None = None,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """``func(accessor, leaf, ...)`` on each leaf of ``tree`` for its side effects;
+    returns ``tree`` itself.
+
+    >>> seen = []
+    >>> tree_map_with_accessor_(lambda a, v: seen.append(a.path), {"a": [1]})
+    {'a': [1]}
+    >>> seen
+    [('a', 0)]
+    """
+    import optree
+
+    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
+    leaves, spec = optree.tree_flatten(tree, is_leaf, **options)
+    _call_each(func, [spec.accessors(), leaves, *(spec.flatten_up_to(rest) for rest in rests)])
+    return tree
+
+
+for _twin in (tree_map_, tree_map_with_path_, tree_map_with_accessor_):
+    _twin.dtc_needed = _needs_in_place_twins  # type: ignore[attr-defined]

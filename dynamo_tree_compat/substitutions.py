@@ -127,7 +127,15 @@ OPTREE: tuple[Substitution, ...] = (
             "treespec_leaf",
             "treespec_tuple",
             "treespec_dict",
-            # torch's polyfill fails inside Dynamo on a structseq made in the graph.
+            # C functions: torch 2.5 has no polyfill of these, and torch's own
+            # structseq_fields fails inside Dynamo on a structseq made in the graph.
+            "is_namedtuple",
+            "is_namedtuple_instance",
+            "is_namedtuple_class",
+            "namedtuple_fields",
+            "is_structseq",
+            "is_structseq_instance",
+            "is_structseq_class",
             "structseq_fields",
             # optree's code compares sys.version_info, which Dynamo 2.12 cannot.
             "register_pytree_node.get",
@@ -139,6 +147,12 @@ OPTREE: tuple[Substitution, ...] = (
         for name in ("_dict_flatten", "_dict_unflatten", "_none_unflatten")
     ),
     Substitution("optree", "optree", "tree_iter", optree_twins.tree_iter),
+    # Dynamo 2.5 cannot call deque(..., maxlen=0), which optree's in-place maps do.
+    Substitution("optree", "optree", "tree_map_", optree_twins.tree_map_),
+    Substitution("optree", "optree", "tree_map_with_path_", optree_twins.tree_map_with_path_),
+    Substitution(
+        "optree", "optree", "tree_map_with_accessor_", optree_twins.tree_map_with_accessor_
+    ),
     # Dynamo's max and min take a key function only over constant values.
     Substitution("optree", "optree", "tree_max", optree_twins.tree_max),
     Substitution("optree", "optree", "tree_min", optree_twins.tree_min),
@@ -155,7 +169,7 @@ OPTREE: tuple[Substitution, ...] = (
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 6), (2, 15))
+TORCH_RANGE = ((2, 5), (2, 15))
 
 
 def _torch_out_of_range() -> str | None:

@@ -38,6 +38,7 @@ __all__ = [
     "compile_lock",
     "defaultdict_leaves_graph",
     "defaultdict_takes_items",
+    "deque_keeps_maxlen",
     "give_mapping_proxies_a_type",
     "graph_break_function",
     "hook_builder",
@@ -90,6 +91,7 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "skip_keeps_graphs": ("internals", "skip_keeps_graphs"),
     "defaultdict_takes_items": ("internals", "defaultdict_takes_items"),
     "defaultdict_leaves_graph": ("internals", "defaultdict_leaves_graph"),
+    "deque_keeps_maxlen": ("internals", "deque_keeps_maxlen"),
     "give_mapping_proxies_a_type": ("internals", "give_mapping_proxies_a_type"),
     "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
 }

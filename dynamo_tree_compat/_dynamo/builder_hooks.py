@@ -16,7 +16,7 @@ from typing import Any
 from . import internals
 from .guards import flag_is_on, guard_flag, spec_text_source
 from .optree_c import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
-from .reading import too_deep
+from .reading import dynamo_own_errors, too_deep
 from .runtime import step_aside
 
 __all__ = ["hook", "is_hooked", "unhook"]
@@ -74,7 +74,7 @@ def _with_maxlen(tx: Any, variable: Any, source: Any, maxlen: int | None, flag_p
             guard_flag(tx, flag_path)
             if maxlen is not None:
                 internals.set_deque_maxlen(variable, maxlen)
-    except internals.dynamo_errors():
+    except dynamo_own_errors():
         raise
     except Exception as error:  # noqa: BLE001 - Dynamo's deque, without its maxlen
         step_aside("the deque maxlen hook", error)
@@ -98,7 +98,7 @@ def hook(flag_path: str) -> bool:
     def wrap_with_our_variables(builder: Any, value: Any) -> Any:
         try:
             variable = _ours(builder, value, flag_path, wrap)
-        except internals.dynamo_errors():
+        except dynamo_own_errors():
             raise
         except Exception as error:  # noqa: BLE001 - step aside to Dynamo's own builder
             step_aside("the variable builder hook", error)

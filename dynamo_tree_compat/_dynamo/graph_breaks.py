@@ -10,7 +10,9 @@ import functools
 import logging
 import os
 import re
+from collections.abc import Callable
 
+from . import internals
 from .internals import GRAPH_BREAK_LOGGER
 
 __all__ = ["GraphBreak", "GraphBreakRecorder", "parse_graph_break"]
@@ -96,7 +98,9 @@ def parse_graph_break(message: str) -> GraphBreak:
     """
     location_pattern, user_message_pattern, frame_pattern = _patterns()
     found = location_pattern.search(message)
-    location = f"{found.group(1)}:{found.group(2)}" if found else "<unknown>"
+    frames = [f"{path}:{line}" for path, line, _ in frame_pattern.findall(message)]
+    # Dynamo 2.5 names no location but the user frames, innermost last.
+    location = f"{found.group(1)}:{found.group(2)}" if found else (frames or ["<unknown>"])[-1]
     reason = "<unknown>"
     lines = message.splitlines()
     for index, line in enumerate(lines):
@@ -119,7 +123,6 @@ def parse_graph_break(message: str) -> GraphBreak:
     user_message = user_message_pattern.search(message)
     if user_message and user_message.group(1).strip() != "None":
         reason = user_message.group(1).strip()
-    frames = [f"{path}:{line}" for path, line, _ in frame_pattern.findall(message)]
     return GraphBreak(location, reason, message, frames)
 
 
@@ -130,9 +133,14 @@ class GraphBreakRecorder(logging.Handler):
         super().__init__(logging.DEBUG)
         self.breaks: list[GraphBreak] = []
         self._saved: tuple[int, bool] | None = None
+        self._undo: Callable[[], None] = lambda: None
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.breaks.append(parse_graph_break(record.getMessage()))
+        message = record.getMessage()
+        raised = record.exc_info[1] if record.exc_info else None
+        if raised is not None:  # Dynamo 2.5: the reason is the exception's
+            message += f"\nReason: {type(raised).__name__}: {raised}"
+        self.breaks.append(parse_graph_break(message))
 
     def __enter__(self) -> GraphBreakRecorder:
         logger = logging.getLogger(GRAPH_BREAK_LOGGER)
@@ -140,10 +148,15 @@ class GraphBreakRecorder(logging.Handler):
         logger.setLevel(logging.DEBUG)
         logger.propagate = False
         logger.addHandler(self)
+        try:
+            self._undo = internals.log_every_graph_break()
+        except Exception:  # noqa: BLE001 - Dynamo's internals moved: repeats go unread
+            self._undo = lambda: None
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         logger = logging.getLogger(GRAPH_BREAK_LOGGER)
         logger.removeHandler(self)
+        self._undo()
         if self._saved is not None:
             logger.level, logger.propagate = self._saved

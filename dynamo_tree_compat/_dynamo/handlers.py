@@ -21,7 +21,7 @@ from typing import Any
 from .. import config
 from . import dmtree_fast, internals, optree_c, optree_fast, probes
 from .guards import flag_is_on
-from .reading import Cycle, Fallback, cycle_break, stepped_aside_break, too_deep
+from .reading import Cycle, Fallback, cycle_break, dynamo_own_errors, stepped_aside_break, too_deep
 from .runtime import STATS, step_aside
 
 __all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
@@ -56,14 +56,14 @@ def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
     except Fallback:
         STATS["fallback:" + name] += 1
         return None
-    except internals.dynamo_errors():
+    except dynamo_own_errors():
         raise  # the user's own error, or a graph break
     except RecursionError as error:  # Dynamo's own reading of a deep structure (torch
         # 2.8: from about 190 levels in) recurses past Python's limit: as past our limit
         library = "dm-tree" if name.startswith("tree.") else "optree"
         try:
             return too_deep(tx, name, "this Dynamo reads in Python's recursion limit", library)
-        except internals.dynamo_errors():
+        except dynamo_own_errors():
             raise
         except Exception:  # noqa: BLE001 - ours: step aside, as below
             step_aside(name, error)
@@ -72,7 +72,7 @@ def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
         if name in OPTREE_C_LAYER:  # torch's way would give specs of another class
             try:
                 return stepped_aside_break(name, error)
-            except internals.dynamo_errors():
+            except dynamo_own_errors():
                 raise
             except Exception:  # noqa: BLE001 - no graph break either: torch's way
                 pass

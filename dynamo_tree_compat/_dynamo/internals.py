@@ -384,6 +384,19 @@ def defaultdict_takes_items() -> bool:
 
 
 @_cached
+def deque_keeps_maxlen() -> bool:
+    """Whether Dynamo's deque variable holds a ``maxlen`` (torch 2.6 on). Before, Dynamo
+    cannot call ``deque(..., maxlen=...)``, which optree's ``tree_map_`` does. True where
+    the class is not found (later Dynamos)."""
+    try:
+        lists = importlib.import_module("torch._dynamo.variables.lists")
+        parameters = inspect.signature(lists.DequeVariable.__init__).parameters
+    except Exception:  # noqa: BLE001 - moved: a later Dynamo
+        return True
+    return "maxlen" in parameters
+
+
+@_cached
 def defaultdict_leaves_graph() -> bool:
     """Whether a defaultdict made while tracing leaves the graph as a defaultdict (torch
     2.8 on). Before, Dynamo rebuilds it with its dict's code, as a plain dict: a wrong
@@ -521,9 +534,17 @@ def build(tx: Any, name: str, value: Any) -> Any:
 def resolve_source(tx: Any, source: Any) -> Any:
     """The real value behind a source, or :class:`Missing` where Dynamo cannot say."""
     resolve = getattr(tx.output, "resolve_source_value", None)
-    if resolve is None:
-        raise Missing("OutputGraph.resolve_source_value")
-    return resolve(source)
+    if resolve is not None:
+        return resolve(source)
+    # Dynamo 2.7 and earlier: the source's name, read in the root frame as guards read it.
+    try:
+        from torch._dynamo.guards import CLOSURE_VARS
+
+        root = tx.output.root_tx
+        scope = {**CLOSURE_VARS, "L": root.f_locals, "G": root.f_globals}
+        return eval(source.name(), scope)
+    except Exception as error:
+        raise Missing(f"the value of {source!r}: {error!r}") from error
 
 
 def deque_lost_maxlen(variable: Any) -> bool:
@@ -713,6 +734,27 @@ def _break_naming_msg(context: Any) -> None:
     if structured:
         graph_break("Graph break", "", message, "")
     unimplemented(message)
+
+
+def log_every_graph_break() -> Callable[[], None]:
+    """Makes Dynamo log every graph break in full, not once per source line (Dynamo 2.5
+    logs repeats elsewhere, without the words "Graph break"). Returns how to undo it."""
+    from torch._dynamo import utils
+
+    checker = getattr(utils, "graph_break_dup_warning_checker", None)
+    if checker is None or "add" in vars(checker):
+        return lambda: None
+
+    def add(key: Any) -> bool:
+        return True
+
+    checker.add = add
+
+    def undo() -> None:
+        if vars(checker).get("add") is add:
+            del checker.add
+
+    return undo
 
 
 def reset_compiled_code() -> None:

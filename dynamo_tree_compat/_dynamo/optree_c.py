@@ -255,7 +255,11 @@ class Reader:
             else:
                 internals.guard_constant(internals.sources().Attr(variable.source, "maxlen"))
                 return value.maxlen
-        return real(internals.get_attribute(self.tx, variable, "maxlen"), self.what)
+        try:
+            held = internals.get_attribute(self.tx, variable, "maxlen")
+        except NotImplementedError:  # Dynamo 2.5 keeps no maxlen
+            return unsupported(self.what, "this Dynamo does not keep a deque's maxlen")
+        return real(held, self.what)
 
     def order(self, kind: Any, keys: dict[Any, Any]) -> list[Any]:
         import optree
@@ -710,23 +714,51 @@ def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict
     return as_variable(result)
 
 
-def structseq_fields(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``optree.structseq_fields``: the class is known while tracing, so its fields are."""
-    import optree
+#: optree's class checks, by name: the function that answers for an instance from its
+#: class, or None where an instance (not a class) answers False.
+_CLASS_CHECKS = {
+    "is_namedtuple": "is_namedtuple",
+    "is_namedtuple_instance": "is_namedtuple_class",
+    "is_namedtuple_class": None,
+    "namedtuple_fields": "namedtuple_fields",
+    "is_structseq": "is_structseq",
+    "is_structseq_instance": "is_structseq_class",
+    "is_structseq_class": None,
+    "structseq_fields": "structseq_fields",
+}
 
-    what = "optree.structseq_fields"
-    if len(args) != 1 or kwargs:
-        return unsupported(what, "arguments this package does not read")
-    variable = args[0].realize()
-    try:
-        cls = variable.python_type()
-    except NotImplementedError:
-        return unsupported(what, "a value whose class is unknown while tracing")
-    if issubclass(cls, type):  # a class itself
-        cls = real(variable, what)
-    if not optree.is_structseq_class(cls):  # optree's own error, raised eagerly
-        return unsupported(what, f"{cls.__qualname__} is not a PyStructSequence")
-    return wrap(tx, optree.structseq_fields(cls))
+
+def _class_check(name: str) -> Callable[..., Any]:
+    """A handler for ``optree.<name>`` (a C function): the class of its argument is known
+    while tracing, so the answer is (torch 2.5 has no polyfill of these; torch's own
+    ``structseq_fields`` fails inside Dynamo on a structseq made in the graph)."""
+
+    def handler(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        import optree
+
+        what = f"optree.{name}"
+        if len(args) != 1 or kwargs:
+            return unsupported(what, "arguments this package does not read")
+        variable = args[0].realize()
+        try:
+            cls = variable.python_type()
+        except NotImplementedError:
+            return unsupported(what, "a value whose class is unknown while tracing")
+        check = name
+        subject: Any = cls
+        if issubclass(cls, type):  # a class itself
+            subject = real(variable, what)
+        elif _CLASS_CHECKS[name] is None:
+            return internals.constant(False)
+        else:
+            check = _CLASS_CHECKS[name]
+        try:
+            result = getattr(optree, check)(subject)
+        except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+            return unsupported(what, f"optree raises {error!r}")
+        return wrap(tx, result)
+
+    return handler
 
 
 def registry_get(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -753,7 +785,7 @@ HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
     "optree._C.flatten": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=False),
     "optree._C.flatten_with_path": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=True),
     "optree._C.is_leaf": c_is_leaf,
-    "optree.structseq_fields": structseq_fields,
+    **{f"optree.{name}": _class_check(name) for name in _CLASS_CHECKS},
     "optree.register_pytree_node.get": registry_get,
     "optree._C.all_leaves": c_all_leaves,
     **{

@@ -23,10 +23,26 @@ __all__ = [
     "OPTREE_MAX_DEPTH",
     "Cycle",
     "Fallback",
+    "dynamo_own_errors",
     "node",
     "tree_options",
     "unsupported",
 ]
+
+
+def dynamo_own_errors() -> tuple[type[BaseException], ...]:
+    """Dynamo's own exceptions (the user's error, a graph break), which pass this
+    package's guards; none where the seam cannot name them, so that every exception
+    then makes the call step aside, and the guard itself never fails.
+
+    >>> isinstance(dynamo_own_errors(), tuple)
+    True
+    """
+    try:
+        return internals.dynamo_errors()
+    except Exception:  # noqa: BLE001 - the seam is broken: nothing passes
+        return ()
+
 
 #: Python types whose values Dynamo holds as constants: leaves for both libraries.
 CONSTANT_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
@@ -136,7 +152,7 @@ def _skip_frame(tx: Any, message: str) -> None:
     Dynamo cannot, or the attempt failed (then logged and counted)."""
     try:
         internals.skip_frame(message, tx)
-    except internals.dynamo_errors():
+    except dynamo_own_errors():
         raise
     except internals.Missing:
         pass
@@ -166,7 +182,7 @@ def breaks_on_error(where: str) -> Callable[[Method], Method]:
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
-            except internals.dynamo_errors():
+            except dynamo_own_errors():
                 raise
             except Exception as error:  # noqa: BLE001 - ours: never crash the trace
                 return stepped_aside_break(where, error)

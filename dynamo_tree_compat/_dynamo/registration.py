@@ -13,6 +13,7 @@ from typing import Any
 from . import internals
 from .guards import guard_flag
 from .handlers import FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
+from .reading import dynamo_own_errors
 from .runtime import LOG, step_aside, traced
 
 __all__ = [
@@ -101,7 +102,7 @@ def route(
             tx = internals.builder_tx(builder)
             guard_flag(tx, flag_path)
             traced(internals.root_code(tx))
-        except internals.dynamo_errors():
+        except dynamo_own_errors():
             raise
         except Exception as error:  # noqa: BLE001 - graphs then do not guard on the mode
             step_aside(f"the mode guard of {name}", error)

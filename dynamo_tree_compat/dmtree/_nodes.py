@@ -56,7 +56,7 @@ def _is_attrs(instance: object) -> bool:
     False
     """
     kind = type(instance)
-    if kind in _NESTED_BUILTINS or kind in _LEAF_BUILTINS:
+    if kind in _NESTED_BUILTINS or kind in _LEAF_BUILTINS or kind is set:
         return False
     return _has_attrs_fields(_class_of(instance))
 
@@ -120,6 +120,9 @@ def is_nested(structure: object) -> bool:
     if kind in _NESTED_BUILTINS:
         return True
     if kind in _LEAF_BUILTINS:
+        return False
+    if kind is set:  # not attrs (Dynamo 2.5 cannot read a set's __class__)
+        _warn_about_set()
         return False
     if isinstance(structure, (dict, abc.Mapping, abc.MappingView)):
         return True

@@ -49,7 +49,9 @@ Record = attrs_class(2)
 
 #: The kinds make_mixed adds where this Dynamo takes them, made inside (True) or not.
 _MIXED_KINDS = {
-    inside: drawn_kinds(["mapping", "mappingproxy", "attrs", "defaultdict"], inside=inside)
+    inside: drawn_kinds(
+        ["mapping", "mappingproxy", "attrs", "defaultdict", "namedtuple_subclass"], inside=inside
+    )
     for inside in (True, False)
 }
 
@@ -61,13 +63,14 @@ def make_mixed(x: torch.Tensor, inside: bool = True) -> dict[str, Any]:
         "list": [x, x + 1, None, "text"],
         "tuple": (x * 2, (x,), ()),
         "namedtuple": Point(x, [x - 1]),
-        "subclass": SubPoint(x, x),
         "ordered": collections.OrderedDict([("z", x), ("a", x + 3)]),
         "deque": collections.deque([x, x + 2]),
         "empty": {},
         "ints": {3: x, 1: x, 2: [x]},
     }
     kinds = _MIXED_KINDS[inside]
+    if "namedtuple_subclass" in kinds:
+        mixed["subclass"] = SubPoint(x, x)
     if "mapping" in kinds:
         mixed["mapping"] = ReadOnlyMapping({"m": x, "k": (x,)})
     if "mappingproxy" in kinds:

@@ -123,6 +123,18 @@ class _SubList(list):
         self.extra = extra
 
 
+_SubPoint = type("_SubPoint", (collections.namedtuple("_Point", "x y"),), {})
+_SUB_POINT = _SubPoint(1, 2)
+_DEQUE = collections.deque([1], maxlen=3)
+_STRUCTSEQ = torch.return_types.max((1, 2))
+
+
+def _structseq_in_graph(x: torch.Tensor) -> Any:
+    if [_STRUCTSEQ]:  # a list holding a structseq of constants, tested for truth
+        torch.return_types.max((1, 2))
+    return torch.return_types.max((x, 3)).values
+
+
 def _optree_flatten(x: torch.Tensor) -> Any:
     import optree  # only where the feature is asked about
 
@@ -165,6 +177,20 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         lambda x: _SubTuple((x, 1)),
         "cannot construct a tuple subclass in the graph (optree's PyTreeAccessor, a "
         "namedtuple with a __new__ of its own)",
+    ),
+    "namedtuple subclass": (
+        lambda x: (_SubPoint(x, 1), _SUB_POINT[0], list(_SUB_POINT)),
+        "cannot make, index or iterate an instance of a namedtuple's subclass",
+    ),
+    "deque maxlen": (
+        lambda x: (collections.deque([x], maxlen=2), _DEQUE.maxlen),
+        "keeps no deque's maxlen: it cannot make a deque with one in the graph, nor read "
+        "one's (optree's specs hold it)",
+    ),
+    "structseq made in the graph": (
+        _structseq_in_graph,
+        "makes a structseq in the graph wrongly (its first field holds every argument), "
+        "and one of constants not at all (an internal error of its own)",
     ),
     "list subclass": (
         lambda x: _SubList([x], extra=1),
@@ -269,6 +295,7 @@ _KIND_NEEDS = {
     "defaultdict": ("defaultdict leaves the graph",),
     "items": ("dict.items() view",),
     "mappingproxy": ("mappingproxy made in the graph", "mappingproxy passed in"),
+    "namedtuple_subclass": ("namedtuple subclass",),
 }
 #: What each kind needs besides, made in the graph (a user Mapping is rebuilt by its class).
 _KIND_NEEDS_INSIDE = {
@@ -305,7 +332,9 @@ def needs_dynamo(feature: str) -> pytest.MarkDecorator:
     )
 
 
-def require_dynamo(feature: str) -> None:
-    """Skips the running test where Dynamo cannot trace ``feature``, naming what it lacks."""
-    if not dynamo_traces(feature):
-        pytest.skip(f"torch {torch.__version__}: Dynamo {FEATURES[feature][1]}")
+def require_dynamo(features: str | tuple[str, ...]) -> None:
+    """Skips the running test where Dynamo cannot trace a feature of ``features``, naming
+    what it lacks."""
+    for feature in (features,) if isinstance(features, str) else features:
+        if not dynamo_traces(feature):
+            pytest.skip(f"torch {torch.__version__}: Dynamo {FEATURES[feature][1]}")

@@ -75,21 +75,26 @@ class Cfg:
 
 def every_kind(x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
     """A tree with every container kind of optree's own and the three custom nodes (a
-    defaultdict where Dynamo returns one made in the graph as one)."""
+    structseq, a deque with a maxlen and a defaultdict where Dynamo makes them in the
+    graph)."""
     tree = {
         "d": {"z": x, "a": [y, None, ()], "m": {}},
         "o": collections.OrderedDict(z=y, a=(x,)),
-        "q": collections.deque([x, y], maxlen=4),
         "p": Point(x, y),
-        "s": torch.return_types.max((x, 3)),  # a structseq every supported Dynamo builds
         "c": [Pair(x, (y,)), Box([y, {"u": x}], "t"), Cfg(x, y)],
     }
+    if _STRUCTSEQ:
+        tree["s"] = torch.return_types.max((x, 3))
+    if _DEQUE_MAXLEN:
+        tree["q"] = collections.deque([x, y], maxlen=4)
     if _DEFAULTDICTS_RETURNED:
         tree["dd"] = new_defaultdict(list, {"k": x, "j": y}.items())
     return tree
 
 
 _DEFAULTDICTS_RETURNED = dynamo_traces("defaultdict leaves the graph")
+_DEQUE_MAXLEN = dynamo_traces("deque maxlen")
+_STRUCTSEQ = dynamo_traces("structseq made in the graph")
 #: Whether Dynamo builds and reads a tuple subclass (optree's PyTreeAccessor).
 _TUPLE_SUBCLASS = dynamo_traces("tuple subclass")
 #: Whether Dynamo traces ``tuple.__repr__``, which an accessor's ``repr`` calls, and
@@ -100,13 +105,16 @@ _ENTRY_REPR = dynamo_traces("frozen dataclass repr")
 
 #: Calls and spec methods that need a Dynamo feature some supported torch lacks (see
 #: dynamo_support).
-NEEDS = {
+NEEDS: dict[str, str | tuple[str, ...]] = {
     "treespec_defaultdict": "defaultdict(factory, items)",
     "prefix_errors": "tuple subclass",  # optree's PyTreeAccessor
     "treespec_accessors": "tuple subclass",
     "accessors": "tuple subclass",
     "hash": "hash",
-    "tree_flatten_one_level": "list subclass",  # on a dict, optree's DictMetaData
+    # optree's FlattenOneLevelOutputEx, and on a dict its DictMetaData
+    "tree_flatten_one_level": ("namedtuple subclass", "list subclass"),
+    "treespec_deque": "deque maxlen",
+    "treespec_structseq": "structseq made in the graph",
 }
 
 

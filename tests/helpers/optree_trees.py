@@ -14,7 +14,7 @@ import optree
 import torch
 from hypothesis import strategies as st
 
-from tests.helpers.dynamo_support import drawn_kinds, new_defaultdict
+from tests.helpers.dynamo_support import drawn_kinds, dynamo_traces, new_defaultdict
 from tests.helpers.optree_calls import NS, Box, Cfg, Pair, Point
 
 Spec = tuple[str, Any]
@@ -33,6 +33,14 @@ NODE_KINDS: dict[str, int | None] = {
     "cfg": 2,
 }
 _KEYED = ("dict", "ordereddict", "defaultdict")
+#: The kinds drawn for the graph: those Dynamo itself gets right there (``drawn_kinds``),
+#: deques only where it keeps their maxlen, structseqs where it makes them.
+_COMPILED_KINDS = [
+    kind
+    for kind in drawn_kinds(sorted(NODE_KINDS))
+    if (kind != "deque" or dynamo_traces("deque maxlen"))
+    and (kind != "structseq" or dynamo_traces("structseq made in the graph"))
+]
 _keys = st.one_of(st.sampled_from(["a", "b", "c", "zz", ""]), st.integers(-2, 3))
 
 
@@ -48,7 +56,7 @@ def _leaves() -> st.SearchStrategy[Spec]:
 @st.composite
 def _node(draw: Any, children: st.SearchStrategy[Spec], compiled: bool) -> Spec:
     kinds = sorted(NODE_KINDS)
-    kind = draw(st.sampled_from(drawn_kinds(kinds) if compiled else kinds))
+    kind = draw(st.sampled_from(_COMPILED_KINDS if compiled else kinds))
     arity = NODE_KINDS[kind]
     if arity is None:
         items = draw(st.lists(children, max_size=4))

@@ -61,6 +61,8 @@ def test_every_public_function_has_a_call() -> None:
 
 
 _DEFAULTDICT_ITEMS = dynamo_traces("defaultdict(factory, items)")
+_DEQUE_MAXLEN = dynamo_traces("deque maxlen")
+_STRUCTSEQ = dynamo_traces("structseq made in the graph")
 #: optree's own prefix_errors makes a PyTreeAccessor, a tuple subclass.
 _PREFIX_ERRORS = dynamo_traces("tuple subclass")
 
@@ -171,14 +173,17 @@ def test_eager_specs_are_read_inside_and_guarded_by_value() -> None:
     assert_identical(body(first, x), step(first, x))
     equal = optree.tree_structure({"a": 3, "b": (1, 2)})  # another object, an equal spec
     assert_identical(body(equal, x), step(equal, x))
-    assert len(_debug_get_cache_entry_list(body)) == 1
+    # Dynamo 2.5 has no source for a call's result (a spec's state), so the package guards
+    # a spec by identity there: every other spec object compiles again, equal or not.
+    by_value = hasattr(torch._dynamo.source, "CallFunctionNoArgsSource")
+    assert len(_debug_get_cache_entry_list(body)) == (1 if by_value else 2)
     # Equal to the first, with an equal repr, but it unflattens its keys as [b, a].
     reordered = optree.tree_structure({"b": (1, 2), "a": 3})
     assert reordered == first and repr(reordered) == repr(first)
     assert_identical(body(reordered, x), step(reordered, x))
     other = optree.tree_structure([0, Point(0, 0)])
     assert_identical(body(other, x), step(other, x))
-    assert len(_debug_get_cache_entry_list(body)) == 3
+    assert len(_debug_get_cache_entry_list(body)) == (3 if by_value else 4)
 
 
 def test_dict_order_mode_is_guarded() -> None:
@@ -214,6 +219,7 @@ def test_registering_a_class_later_recompiles() -> None:
     assert step(x) == body(x) == 2
 
 
+@needs_dynamo("deque maxlen")  # rebuilt in the graph
 def test_a_deque_input_keeps_its_maxlen_and_custom_nodes_their_paths() -> None:
     def body(tree: Any) -> Any:
         return optree.tree_map_with_path(lambda p, v: (p, v), tree, namespace=NS)
@@ -222,6 +228,7 @@ def test_a_deque_input_keeps_its_maxlen_and_custom_nodes_their_paths() -> None:
     assert_identical(body(tree), compiled(body)(tree))
 
 
+@needs_dynamo("deque maxlen")
 @pytest.mark.parametrize("maxlen", [0, 3])
 def test_a_deque_inputs_maxlen_reaches_optrees_own_python_code(maxlen: int) -> None:
     """Dynamo reads a deque input's maxlen as None; optree's deque flatten function reads it."""
@@ -234,6 +241,7 @@ def test_a_deque_inputs_maxlen_reaches_optrees_own_python_code(maxlen: int) -> N
     assert_identical(body(tree), compiled(body)(tree))
 
 
+@needs_dynamo("deque maxlen")
 def test_a_deque_input_with_a_maxlen_changed_inside_runs_like_eager() -> None:
     """Knowing the maxlen, Dynamo breaks the graph at the change (torch alone appends past
     the maxlen, a silent wrong answer)."""
@@ -345,6 +353,8 @@ def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.Monke
 
 #: Whether Dynamo makes a list subclass (optree's DictMetaData, for a dict's one level).
 _LIST_SUBCLASS = dynamo_traces("list subclass")
+#: optree's FlattenOneLevelOutputEx is a namedtuple's subclass.
+_ONE_LEVEL = dynamo_traces("namedtuple subclass")
 #: Whether Dynamo traces ``is`` between a container and itself (2.6 cannot).
 _IS_TRACED = dynamo_traces("is between containers")
 
@@ -467,7 +477,7 @@ def _more_functions(
     # tuple() first: Dynamo 2.9 slices a namedtuple into the namedtuple's class.
     one_level = (
         tuple(optree.tree_flatten_one_level(tree, **options))[:3]
-        if not is_leaf and (_LIST_SUBCLASS or not isinstance(tree, dict))
+        if not is_leaf and _ONE_LEVEL and (_LIST_SUBCLASS or not isinstance(tree, dict))
         else ()
     )
     return (
@@ -546,8 +556,10 @@ def _more_functions(
             optree.treespec_defaultdict(list, {"b": spec, 1: prefix_spec}, **same)
             if _DEFAULTDICT_ITEMS
             else None,
-            optree.treespec_deque([spec, given_spec], maxlen=3, **same),
-            optree.treespec_structseq(torch.return_types.max([spec, inner]), **same),
+            optree.treespec_deque([spec, given_spec], maxlen=3, **same) if _DEQUE_MAXLEN else None,
+            optree.treespec_structseq(torch.return_types.max([spec, inner]), **same)
+            if _STRUCTSEQ
+            else None,
             optree.treespec_from_collection({"b": spec, "a": given_spec}, **same),
         ),
         seen,

@@ -2,7 +2,8 @@
 
 Most of optree needs no twin: Dynamo follows optree's own code, and this package traces
 optree's C functions by running them while tracing. The twins below stand in where
-optree's code makes something Dynamo cannot (a C iterator, a bare ``object()``).
+optree's code makes or calls something Dynamo cannot (a C iterator, a bare ``object()``,
+``deque(..., maxlen=0)`` before torch 2.6).
 """
 
 from __future__ import annotations
@@ -70,6 +71,40 @@ def test_tree_broadcast_common_before_0_20(specs: list[Any], drawn: dict[str, An
             )
         ),
     )
+
+
+def _recording(name: str, calls: list[Any]) -> Any:
+    """A function for an in-place map that records its arguments (an accessor as its
+    path, its type and its repr); it raises on one leaf value, as a user's may."""
+
+    def record(*args: Any) -> Any:
+        if name == "tree_map_with_accessor_":
+            args = (args[0].path, type(args[0]), repr(args[0]), *args[1:])
+        calls.append(args)
+        if args[-1] == 7:
+            raise ValueError("seven")
+        return "ignored"
+
+    return record
+
+
+@pytest.mark.parametrize("name", ["tree_map_", "tree_map_with_path_", "tree_map_with_accessor_"])
+@given(specs=_broadcastable(), drawn=options())
+def test_in_place_maps(name: str, specs: list[Any], drawn: dict[str, Any]) -> None:
+    """The in-place maps (twins where Dynamo cannot call ``deque(..., maxlen=0)``): the
+    same calls in the same order, the tree itself back, the same errors on rests."""
+    if not hasattr(optree, name):
+        pytest.skip(f"this optree has no {name}")
+    results = []
+    for function in (getattr(optree, name), getattr(optree_twins, name)):
+        calls: list[Any] = []
+        trees_given = [build(s, tensors=False) for s in specs]
+        ending = outcome(function, _recording(name, calls), *trees_given, **drawn)
+        if ending[0] == "returned":
+            assert ending[1] is trees_given[0]
+        results.append((ending, calls))
+    assert_same_ending(results[0][0], results[1][0])
+    assert repr(results[0][1]) == repr(results[1][1])  # leaves of separate builds
 
 
 #: key functions for tree_max and tree_min: none, ties, one that raises on some leaves.

@@ -1,7 +1,7 @@
 """On a torch outside the supported releases: one warning, nothing done, nothing broken.
 
 The package loads into every program that imports torch, the supported releases or not.
-`make matrix-torch-outside` runs these tests on such a torch (CI: 2.5.1), without the
+`make matrix-torch-outside` runs these tests on such a torch (CI: 2.4.1), without the
 development switch that forces the package on, and the pure-Python dm-tree's parity
 tests with them. Elsewhere they are skipped.
 """
