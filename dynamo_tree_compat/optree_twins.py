@@ -233,10 +233,23 @@ def total_order_sorted(
     return [sequence[index] for index in total_order(keys, reverse)]
 
 
-def _call_each(func: Callable[..., Any], columns: list[Any]) -> None:
-    """``func`` on each row of ``columns``, in order, for its side effects."""
-    for row in zip(*columns):
+def _map_in_place(
+    func: Callable[..., Any], tree: Any, rests: tuple[Any, ...], before: str, **options: Any
+) -> Any:
+    """``func`` on each leaf of ``tree`` and the matching nodes of ``rests``, after the
+    leaf's path or accessor where ``before`` says so ("paths", "accessors" or ""), in
+    order, for its side effects; returns ``tree`` itself, as optree's in-place maps do."""
+    import optree
+
+    if before == "paths":
+        paths, leaves, spec = optree.tree_flatten_with_path(tree, **options)
+        columns = [paths, leaves]
+    else:
+        leaves, spec = optree.tree_flatten(tree, **options)
+        columns = [spec.accessors(), leaves] if before == "accessors" else [leaves]
+    for row in zip(*columns, *(spec.flatten_up_to(rest) for rest in rests)):
         func(*row)
+    return tree
 
 
 def _needs_in_place_twins() -> bool:
@@ -250,17 +263,9 @@ def _needs_in_place_twins() -> bool:
         return True
 
 
-def tree_map_(
-    func: Callable[..., Any],
-    tree: Any,
-    /,
-    *rests: Any,
-    is_leaf: Callable[[Any], bool] | None = None,
-    none_is_leaf: bool = False,
-    namespace: str = "",
-) -> Any:
+def tree_map_(func: Callable[..., Any], tree: Any, /, *rests: Any, **options: Any) -> Any:
     """``func`` on each leaf of ``tree`` (and of ``rests``) for its side effects; returns
-    ``tree`` itself.
+    ``tree`` itself. ``options``: optree's ``is_leaf``, ``none_is_leaf``, ``namespace``.
 
     >>> seen = []
     >>> tree_map_(seen.append, {"b": 2, "a": (1, None)})
@@ -268,23 +273,10 @@ def tree_map_(
     >>> seen
     [1, 2]
     """
-    import optree
-
-    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
-    leaves, spec = optree.tree_flatten(tree, is_leaf, **options)
-    _call_each(func, [leaves, *(spec.flatten_up_to(rest) for rest in rests)])
-    return tree
+    return _map_in_place(func, tree, rests, "", **options)
 
 
-def tree_map_with_path_(
-    func: Callable[..., Any],
-    tree: Any,
-    /,
-    *rests: Any,
-    is_leaf: Callable[[Any], bool] | None = None,
-    none_is_leaf: bool = False,
-    namespace: str = "",
-) -> Any:
+def tree_map_with_path_(func: Callable[..., Any], tree: Any, /, *rests: Any, **options: Any) -> Any:
     """``func(path, leaf, ...)`` on each leaf of ``tree`` for its side effects; returns
     ``tree`` itself.
 
@@ -294,22 +286,11 @@ def tree_map_with_path_(
     >>> seen
     [(('a', 0), 1)]
     """
-    import optree
-
-    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
-    paths, leaves, spec = optree.tree_flatten_with_path(tree, is_leaf, **options)
-    _call_each(func, [paths, leaves, *(spec.flatten_up_to(rest) for rest in rests)])
-    return tree
+    return _map_in_place(func, tree, rests, "paths", **options)
 
 
 def tree_map_with_accessor_(
-    func: Callable[..., Any],
-    tree: Any,
-    /,
-    *rests: Any,
-    is_leaf: Callable[[Any], bool] | None = None,
-    none_is_leaf: bool = False,
-    namespace: str = "",
+    func: Callable[..., Any], tree: Any, /, *rests: Any, **options: Any
 ) -> Any:
     """``func(accessor, leaf, ...)`` on each leaf of ``tree`` for its side effects;
     returns ``tree`` itself.
@@ -320,12 +301,7 @@ def tree_map_with_accessor_(
     >>> seen
     [('a', 0)]
     """
-    import optree
-
-    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
-    leaves, spec = optree.tree_flatten(tree, is_leaf, **options)
-    _call_each(func, [spec.accessors(), leaves, *(spec.flatten_up_to(rest) for rest in rests)])
-    return tree
+    return _map_in_place(func, tree, rests, "accessors", **options)
 
 
 for _twin in (tree_map_, tree_map_with_path_, tree_map_with_accessor_):

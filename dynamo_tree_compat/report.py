@@ -152,7 +152,9 @@ def _optree_coverage(states: dict[str, str]) -> list[tuple[str, str, str]]:
             continue
         key = f"optree.{name}"
         state = states.get(key)
-        if state == "registered" and key in twins:
+        if state == "registered" and key in _dynamo.OPTREE_C_LAYER:
+            state = f"{_C_LAYER}, in place of torch's polyfill" if key in kept else _C_LAYER
+        elif state == "registered" and key in twins:
             state = "twin by this package"
         elif state == "registered" and key in _dynamo.FAST_PATHS:
             state = f"fast path by this package for dicts, lists, tuples, None; else {_OWN_CODE}"
@@ -164,7 +166,7 @@ def _optree_coverage(states: dict[str, str]) -> list[tuple[str, str, str]]:
             state = "changes optree's state: may break the graph; graphs made before are guarded"
         elif state is None and value in polyfilled:
             state = "torch: traced through torch's own polyfill"
-        elif state is None and c_layer:
+        elif (state is None or state.startswith(substitutions.NO_TWIN_NEEDED)) and c_layer:
             state = _OWN_CODE
         elif state is None:
             state = "not covered by this package: Dynamo may break the graph"

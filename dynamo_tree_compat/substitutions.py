@@ -166,6 +166,9 @@ OPTREE: tuple[Substitution, ...] = (
 )
 
 
+#: Why a twin is not registered where this library and torch need none.
+NO_TWIN_NEEDED = "no twin needed with this library and torch"
+
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
@@ -271,8 +274,10 @@ def install(wait: bool = True) -> dict[str, str]:
             module = sys.modules.get(module_name)
             for substitution in substitutions:
                 key = substitution.original_name
-                if key in REGISTERED or NOT_REGISTERED.get(key, "").startswith("this "):
-                    continue  # registered, or this version of the library lacks it
+                if key in REGISTERED or NOT_REGISTERED.get(key, "").startswith(
+                    ("this ", NO_TWIN_NEEDED)
+                ):
+                    continue  # registered, or this version of the library lacks or needs none
                 if module is None and not unsupported:
                     continue  # status() says whether it is pending or not installed
                 if unsupported:
@@ -282,7 +287,7 @@ def install(wait: bool = True) -> dict[str, str]:
                 elif substitution.original() is None:
                     reason = f"this {library} has no {substitution.name}"
                     if hasattr(sys.modules.get(substitution.module), substitution.name):
-                        reason = f"this {library} needs no twin: {library}'s own code is traced"
+                        reason = f"{NO_TWIN_NEEDED}: {library}'s own code is traced"
                 else:
                     try:
                         reason = _register(substitution)

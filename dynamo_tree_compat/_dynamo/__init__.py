@@ -31,6 +31,7 @@ __all__ = [
     "FAST_PATH_MAX_DEPTH",
     "HOOKS_OFF",
     "LOG",
+    "OPTREE_C_LAYER",
     "OPTREE_MAX_DEPTH",
     "STATS",
     "SUBSTITUTE_UNAVAILABLE",
@@ -64,6 +65,7 @@ __all__ = [
 _CONTRACT: dict[str, tuple[str, str]] = {
     "DEFAULTDICT_LEFT_AS_DICT": ("reading", "DEFAULTDICT_LEFT_AS_DICT"),
     "FAST_PATHS": ("handlers", "FAST_PATHS"),
+    "OPTREE_C_LAYER": ("handlers", "OPTREE_C_LAYER"),
     "FAST_PATH_MAX_DEPTH": ("reading", "FAST_PATH_MAX_DEPTH"),
     "OPTREE_MAX_DEPTH": ("reading", "OPTREE_MAX_DEPTH"),
     "HOOKS_OFF": ("runtime", "HOOKS_OFF"),
