@@ -536,7 +536,8 @@ def resolve_source(tx: Any, source: Any) -> Any:
     resolve = getattr(tx.output, "resolve_source_value", None)
     if resolve is not None:
         return resolve(source)
-    # Dynamo 2.7 and earlier: the source's name, read in the root frame as guards read it.
+    # Without it (2.5, 2.6 and 2.7 among the releases checked): the source's name, which
+    # is Dynamo's own guard expression, read in the root frame as its guards read it.
     try:
         from torch._dynamo.guards import CLOSURE_VARS
 
