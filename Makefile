@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KERAS_VENV ?= .venv-keras
 KERAS_STAMP := $(KERAS_VENV)/.installed
 
-.PHONY: doctor test integration-keras matrix matrix-torch matrix-torch-outside fuzz-long benchmark clean
+.PHONY: doctor test integration-keras matrix matrix-torch matrix-torch-outside fuzz-long fuzz-built-inside benchmark clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,16 @@ fuzz-long: $(STAMP)
 		--hypothesis-show-statistics tests/dmtree/test_dmtree_parity.py \
 		tests/dmtree/test_dmtree_compile.py tests/optree/test_optree_fast_path.py \
 		tests/optree/test_optree_compile.py tests/optree/test_optree_twins.py
+
+## The built-inside fuzz in the long profile (opt-in, 7 to 15 hours on one core for the
+## full 2,000): structures built inside the compiled function, chains of every kind up to
+## the depth limit, every dm-tree function on each. EXAMPLES=<n> draws fewer; SEED=<n>.
+EXAMPLES ?= 2000
+fuzz-built-inside: $(STAMP)
+	@echo "fuzz-built-inside: --hypothesis-seed=$(SEED)"
+	DTC_FUZZ=long DTC_COMPILED_EXAMPLES=$(EXAMPLES) $(BIN)/python -m pytest -q \
+		-p no:cacheprovider --hypothesis-seed=$(SEED) --hypothesis-show-statistics \
+		tests/dmtree/test_dmtree_built_inside.py::test_every_function_on_structures_built_inside
 
 benchmark: $(STAMP)
 	$(BIN)/python -m pip install --quiet matplotlib
