@@ -68,10 +68,12 @@ matrix-torch-outside:
 ## The long fuzz profile (opt-in): 100,000 structures per eager test, 2,000 per compiled
 ## function. SEED=<n> reproduces a run; the seed is printed first.
 SEED ?= $(shell date +%s)
+SEED := $(SEED)
+LONG_FUZZ = DTC_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider \
+	--hypothesis-seed=$(SEED) --hypothesis-show-statistics
 fuzz-long: $(STAMP)
 	@echo "fuzz-long: --hypothesis-seed=$(SEED)"
-	DTC_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider --hypothesis-seed=$(SEED) \
-		--hypothesis-show-statistics tests/dmtree/test_dmtree_parity.py \
+	$(LONG_FUZZ) tests/dmtree/test_dmtree_parity.py \
 		tests/dmtree/test_dmtree_compile.py tests/optree/test_optree_fast_path.py \
 		tests/optree/test_optree_compile.py tests/optree/test_optree_twins.py
 
@@ -81,8 +83,7 @@ fuzz-long: $(STAMP)
 EXAMPLES ?= 2000
 fuzz-built-inside: $(STAMP)
 	@echo "fuzz-built-inside: --hypothesis-seed=$(SEED)"
-	DTC_FUZZ=long DTC_COMPILED_EXAMPLES=$(EXAMPLES) $(BIN)/python -m pytest -q \
-		-p no:cacheprovider --hypothesis-seed=$(SEED) --hypothesis-show-statistics \
+	DTC_COMPILED_EXAMPLES=$(EXAMPLES) $(LONG_FUZZ) \
 		tests/dmtree/test_dmtree_built_inside.py::test_every_function_on_structures_built_inside
 
 benchmark: $(STAMP)
