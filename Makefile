@@ -19,11 +19,13 @@ $(STAMP): pyproject.toml constraints.txt
 doctor: $(STAMP)
 	$(BIN)/python -m dynamo_tree_compat
 
-## The test suite, with the quick hypothesis profile, and the linter.
+## The test suite, with the quick hypothesis profile, and the linter. The tests are
+## independent: pytest-xdist runs them in WORKERS processes (2, the CI machine's cores).
+WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(WORKERS)
 
 ## Keras 3.0.5 under torch.compile, in its own environment (it needs numpy<2).
 $(KERAS_STAMP): pyproject.toml constraints-keras.txt
@@ -57,7 +59,7 @@ matrix:
 ## 5 GB, built, tested, removed). TORCH="2.5.1 2.15.0" picks versions.
 TORCH ?=
 matrix-torch:
-	.ci/matrix-torch $(TORCH)
+	MATRIX_TORCH_WORKERS=$(WORKERS) .ci/matrix-torch $(TORCH)
 
 ## A torch outside the supported releases, as users get it there: one warning, nothing
 ## done, nothing broken (tests/outside). By default 2.4.1, the release before the oldest
