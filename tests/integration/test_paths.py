@@ -131,7 +131,7 @@ def _train(compiled: bool, steps: int = 3) -> tuple[list[float], dict[str, torch
     for index in range(steps):
         loss = forward(_batch(4 + index))
         loss.backward()
-        losses.append(float(loss))
+        losses.append(loss.item())
         update(0.1)
     return losses, {name: param.detach().clone() for name, param in params.items()}
 
