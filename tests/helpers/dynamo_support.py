@@ -14,7 +14,7 @@ import re
 import time
 import types
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attr
@@ -308,18 +308,27 @@ _KIND_NEEDS_INSIDE = {
 }
 
 
-def drawn_kinds(kinds: Iterable[str], inside: bool = False) -> list[str]:
+def drawn_kinds(
+    kinds: Iterable[str],
+    inside: bool = False,
+    library_needs: Mapping[str, tuple[str, ...]] | None = None,
+) -> list[str]:
     """The container kinds generated structures draw from: all of ``kinds``, less those
     Dynamo itself gets wrong (a defaultdict it returns as a plain dict, an items view it
     takes for a tuple, a mappingproxy it cannot read), which no package call could mend;
-    ``inside``: made in the graph (less the kinds it cannot make or rebuild there).
+    ``inside``: made in the graph (less the kinds it cannot make or rebuild there);
+    ``library_needs``: the features one library's kinds need besides (optree's deque
+    keeps its maxlen), by kind.
 
     >>> "list" in drawn_kinds(["list", "defaultdict"], inside=True)
     True
+    >>> drawn_kinds(["list"], library_needs={"list": ("hash",)}) in ([], ["list"])
+    True
     """
     needs = {**_KIND_NEEDS}
-    if inside:
-        for kind, more in _KIND_NEEDS_INSIDE.items():
+    tables = [_KIND_NEEDS_INSIDE] if inside else []
+    for table in [*tables, library_needs or {}]:
+        for kind, more in table.items():
             needs[kind] = needs.get(kind, ()) + more
     return [kind for kind in kinds if all(map(dynamo_traces, needs.get(kind, ())))]
 

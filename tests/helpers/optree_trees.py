@@ -14,7 +14,7 @@ import optree
 import torch
 from hypothesis import strategies as st
 
-from tests.helpers.dynamo_support import drawn_kinds, dynamo_traces, new_defaultdict
+from tests.helpers.dynamo_support import drawn_kinds, new_defaultdict
 from tests.helpers.optree_calls import NS, Box, Cfg, Pair, Point
 
 Spec = tuple[str, Any]
@@ -33,14 +33,14 @@ NODE_KINDS: dict[str, int | None] = {
     "cfg": 2,
 }
 _KEYED = ("dict", "ordereddict", "defaultdict")
-#: The kinds drawn for the graph: those Dynamo itself gets right there (``drawn_kinds``),
-#: deques only where it keeps their maxlen, structseqs where it makes them.
-_COMPILED_KINDS = [
-    kind
-    for kind in drawn_kinds(sorted(NODE_KINDS))
-    if (kind != "deque" or dynamo_traces("deque maxlen"))
-    and (kind != "structseq" or dynamo_traces("structseq made in the graph"))
-]
+#: What optree's kinds need of Dynamo besides: its deques keep their maxlen, and its
+#: structseqs are made in the graph.
+_OPTREE_NEEDS = {
+    "deque": ("deque maxlen",),
+    "structseq": ("structseq made in the graph",),
+}
+#: The kinds drawn for the graph: those Dynamo itself gets right there (``drawn_kinds``).
+_COMPILED_KINDS = drawn_kinds(sorted(NODE_KINDS), library_needs=_OPTREE_NEEDS)
 _keys = st.one_of(st.sampled_from(["a", "b", "c", "zz", ""]), st.integers(-2, 3))
 
 
