@@ -326,8 +326,7 @@ def drawn_kinds(
     True
     """
     needs = {**_KIND_NEEDS}
-    tables = [_KIND_NEEDS_INSIDE] if inside else []
-    for table in [*tables, library_needs or {}]:
+    for table in ([_KIND_NEEDS_INSIDE] if inside else []) + [library_needs or {}]:
         for kind, more in table.items():
             needs[kind] = needs.get(kind, ()) + more
     return [kind for kind in kinds if all(map(dynamo_traces, needs.get(kind, ())))]
