@@ -26,8 +26,8 @@ TIMING = textwrap.dedent(
     structure = {f"k{i}": [(i, i + 1.0)] for i in range(500)}  # 1,000 leaves
     other = {f"k{i}": [(0, 0.0)] for i in range(500)}
     if sys.argv[1] == "with":
-        from dynamo_tree_compat import substitutions
-        assert "tree.flatten" in substitutions.REGISTERED
+        from dynamo_tree_compat import installer
+        assert "tree.flatten" in installer.REGISTERED
     calls = {
         "flatten": lambda: tree.flatten(structure),
         "map_structure": lambda: tree.map_structure(lambda v: v, structure),

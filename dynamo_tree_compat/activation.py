@@ -96,17 +96,17 @@ def _register_now(hooked: str | None = None) -> None:
     if not ready(DYNAMO_MODULE) or not any(map(ready, LIBRARY_MODULES)):
         return
     try:
-        from . import substitutions
+        from . import installer
 
-        outcome = substitutions.install(wait=hooked is None)
+        outcomes = installer.install(wait=hooked is None)
     except Exception as error:  # noqa: BLE001 - must never break the user's program
         warn_once(f"registering the twins failed with {type(error).__name__}: {error}")
         return
-    reasons = {reason for reason in outcome.values() if reason != "registered"}
-    if outcome and len(reasons) == 1 and "registered" not in outcome.values():
-        reason = reasons.pop()
-        if reason.startswith("torch "):  # too old, or outside the tested releases
-            warn_once(reason)
+    distinct = set(outcomes.values())
+    if len(distinct) == 1:
+        outcome = distinct.pop()
+        if outcome.torch_unsupported:  # too old, or outside the tested releases
+            warn_once(str(outcome))
 
 
 class _NotifyingLoader:
@@ -241,10 +241,10 @@ def uninstall() -> None:
         armed = False
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(_watcher)
-        if "dynamo_tree_compat.substitutions" in sys.modules:
-            from . import substitutions
+        if "dynamo_tree_compat.installer" in sys.modules:
+            from . import installer
 
-            substitutions.uninstall()
+            installer.uninstall()
 
 
 def _set_mode() -> None:

@@ -10,7 +10,6 @@ lists its graph breaks by cause and source line.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import runpy
@@ -23,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .report import coverage
+from .outcomes import Kind
+from .report import CoverageRow, Layer, coverage_rows
 
 __all__ = ["main"]
 
@@ -137,7 +137,7 @@ def _run_model(mode: str, backend: str, steps: int) -> Run:
 
     forward, args, _ = _built_in_model()
     expected = forward(*args)
-    torch._dynamo.reset()
+    _dynamo.reset_compiled_code()
     graphs = []
     chosen = _dynamo.lookup_backend(backend)
 
@@ -169,13 +169,15 @@ def _run_model(mode: str, backend: str, steps: int) -> Run:
 def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> int:
     """Prints the report and runs the live check; returns the exit status."""
     _progress("importing torch and Dynamo")
-    importlib.import_module("torch._dynamo")  # the twins register once Dynamo is loaded
-
     import dynamo_tree_compat
+
+    from . import _dynamo
+
+    _dynamo.load()  # the twins register once Dynamo is loaded
 
     _, _, uses = _built_in_model()  # imports dm-tree and optree, so the twins register
     report = dynamo_tree_compat.status()
-    rows = coverage()
+    rows = coverage_rows()
     runs: list[Run] = []
     if uses:
         for mode in ("disabled", "enabled"):
@@ -191,7 +193,10 @@ def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> i
                     "activated_by": report.activated_by,
                     "hooks_off": report.hooks_off,
                     "stepped_aside": report.stepped_aside,
-                    "coverage": [dict(zip(("library", "function", "state"), row)) for row in rows],
+                    "coverage": [
+                        {"library": row.library, "function": row.function, "state": row.state}
+                        for row in rows
+                    ],
                     "runs": [asdict(run) for run in runs],
                     "verdict": verdict,
                 },
@@ -202,35 +207,30 @@ def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> i
     print(_summary(report, rows, runs, uses, backend, verdict))
     if show_all:
         print()
-        print(_table(rows, ["library", "function", "under torch.compile"]))
+        table = [(row.library, row.function, row.state) for row in rows]
+        print(_table(table, ["library", "function", "under torch.compile"]))
         for run in runs:
             for item, count in Counter(run.breaks).items():
                 print(f"  {count} x break ({run.mode}): {item}")
     return status
 
 
-#: How each coverage state reads in the summary, by its first words.
-_LAYERS = (
-    ("twin: traced by this package", "twin"),
-    ("twin by this package", "twin"),
-    ("fast path by this package", "fast path, else optree's code"),
-    ("this package: optree's C code", "C layer (optree._C)"),
-    ("optree's own code", "optree's own code over the C layer"),
-    ("torch: traced through torch's own polyfill", "torch's polyfill"),
-    ("changes optree's state", "not traced (changes optree's state)"),
-)
+def _layer_of(row: CoverageRow) -> str:
+    """How a row reads in the summary: its layer, or why it is not covered.
 
-
-def _layer_of(state: str) -> str:
-    for prefix, layer in _LAYERS:
-        if state.startswith(prefix):
-            return layer
-    return "not covered: " + state
+    >>> _layer_of(CoverageRow("optree", "optree.tree_map", Layer.FAST_PATH, "..."))
+    "fast path, else optree's code"
+    >>> _layer_of(CoverageRow("dm-tree", "tree.flatten", Layer.NOT_COVERED, "pending"))
+    'not covered: pending'
+    """
+    if row.layer is Layer.NOT_COVERED:
+        return f"not covered: {row.state}"
+    return row.layer.value
 
 
 def _summary(
     report: Any,
-    rows: list[tuple[str, str, str]],
+    rows: list[CoverageRow],
     runs: list[Run],
     uses: list[str],
     backend: str,
@@ -240,9 +240,9 @@ def _summary(
     versions = ", ".join(f"{name} {version or '-'}" for name, version in report.versions.items())
     how = report.activated_by or ("off (DYNAMO_TREE_COMPAT=0)" if report.switched_off else "off")
     hooks = "; ".join(f"{hook} OFF: {why}" for hook, why in report.hooks_off.items())
-    from . import _dynamo, substitutions
+    from . import installer
 
-    outside = substitutions._torch_out_of_range()
+    outside = installer.torch_out_of_range()
     lines = [
         "dynamo-tree-compat doctor",
         versions,
@@ -254,12 +254,9 @@ def _summary(
 
     for library in ("dm-tree", "optree"):
         layers = Counter(
-            "fast path, else twin"
-            if name in _dynamo.FAST_PATHS and lib == "dm-tree" and layer == "twin"
-            else layer
-            for lib, name, state in rows
-            if lib == library and not state.startswith("this optree")  # not in this version
-            for layer in [_layer_of(state)]
+            _layer_of(row)
+            for row in rows
+            if row.library == library and row.layer is not Layer.ABSENT
         )
         lines.append(f"{library}: {sum(layers.values())} functions")
         lines += [f"  {count:3} {layer}" for layer, count in layers.most_common()]
@@ -285,9 +282,9 @@ def _summary(
 def _verdict(uses: list[str], runs: list[Run], report: Any) -> tuple[str, int]:
     if not uses:
         return "nothing to check: neither dm-tree nor optree is installed", EXIT_NOTHING_TO_DO
-    if "dm-tree" in uses and report.functions.get("tree.flatten") != "registered":
-        reason = report.functions.get("tree.flatten")
-        return f"FAIL: the dm-tree twins are not registered: {reason}", EXIT_BREAKS_REMAIN
+    flatten = report.outcomes.get("tree.flatten")
+    if "dm-tree" in uses and (flatten is None or flatten.kind is not Kind.REGISTERED):
+        return f"FAIL: the dm-tree twins are not registered: {flatten}", EXIT_BREAKS_REMAIN
     enabled = runs[-1]
     if not enabled.matches_eager:
         return "FAIL: the compiled model's results differ from eager", EXIT_BREAKS_REMAIN
@@ -312,12 +309,11 @@ _CHILD_FLAG = "--_explain-child"
 def _explain_child(argv: list[str]) -> int:
     """Runs the user's program under the graph-break recorder; writes what it saw."""
     output, kind, target, *args = argv
-    from torch._dynamo.utils import counters
-
     import dynamo_tree_compat  # noqa: F401 - activates unless DYNAMO_TREE_COMPAT=0
 
     from . import _dynamo
 
+    counters = _dynamo.counters()  # this loads Dynamo too, before the program runs
     exit_code: int | str | None = 0
     with _dynamo.GraphBreakRecorder() as recorder:
         sys.argv = [target, *args]

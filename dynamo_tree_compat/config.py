@@ -4,8 +4,8 @@ It imports nothing of the package (and nothing else but ``os``), so every module
 read it without an import cycle, and Dynamo's guards can name it by its import path.
 
 >>> from dynamo_tree_compat import config
->>> config.fast_path in (True, False)
-True
+>>> config.ENV_FAST_PATH, config.fast_path == (os.environ.get(config.ENV_FAST_PATH) != "0")
+('DYNAMO_TREE_COMPAT_FAST_PATH', True)
 """
 
 from __future__ import annotations

@@ -120,16 +120,6 @@ def tree_broadcast_common(
     return broadcasted[0], broadcasted[1]
 
 
-def _without_broadcast_helper() -> bool:
-    import optree.ops
-
-    return not hasattr(optree.ops, "_tree_broadcast_common_with_treespec")
-
-
-#: Registered only where needed: this optree has no private helper to stand in for.
-tree_broadcast_common.dtc_needed = _without_broadcast_helper  # type: ignore[attr-defined]
-
-
 class _MISSING:
     """Marks that no ``default`` was given (a class: Dynamo can take it as a default)."""
 
@@ -208,7 +198,7 @@ def total_order(keys: list[Any], reverse: bool = False) -> list[int]:
     """The positions of ``keys`` in the order optree's ``total_order_sorted`` gives them.
 
     While tracing, Dynamo runs this eagerly when the keys are constants (it folds the
-    call); otherwise the registry has a graph break stand in.
+    call); otherwise the installer has a graph break stand in.
 
     >>> total_order(["b", 1, "a"])
     [1, 2, 0]
@@ -252,17 +242,6 @@ def _map_in_place(
     return tree
 
 
-def _needs_in_place_twins() -> bool:
-    """optree's in-place maps exhaust their calls with ``deque(..., maxlen=0)``, which
-    Dynamo before torch 2.6 cannot call."""
-    from . import _dynamo
-
-    try:
-        return not _dynamo.deque_keeps_maxlen()
-    except Exception:  # noqa: BLE001 - Dynamo's internals moved: the twins trace anywhere
-        return True
-
-
 def tree_map_(func: Callable[..., Any], tree: Any, /, *rests: Any, **options: Any) -> Any:
     """``func`` on each leaf of ``tree`` (and of ``rests``) for its side effects; returns
     ``tree`` itself. ``options``: optree's ``is_leaf``, ``none_is_leaf``, ``namespace``.
@@ -302,7 +281,3 @@ def tree_map_with_accessor_(
     [('a', 0)]
     """
     return _map_in_place(func, tree, rests, "accessors", **options)
-
-
-for _twin in (tree_map_, tree_map_with_path_, tree_map_with_accessor_):
-    _twin.dtc_needed = _needs_in_place_twins  # type: ignore[attr-defined]

@@ -117,14 +117,16 @@ def _package_state(breaks: list[TreeGraphBreak], off_when_broken: bool) -> str:
     """Whether the package was active, disabled, or not covering what broke."""
     import dynamo_tree_compat
 
+    from .outcomes import Kind
+
     report = dynamo_tree_compat.status()
     if report.mode != "on" or off_when_broken:
         how = "DYNAMO_TREE_COMPAT=0" if report.switched_off else "a disabled() scope or uninstall()"
         return f"disabled ({how}): these calls break the graph as without the package"
     uncovered = {
-        name: state
-        for name, state in report.functions.items()
-        if state != "registered" and any(name in str(record) for record in breaks)
+        name: str(outcome)
+        for name, outcome in report.outcomes.items()
+        if outcome.kind is not Kind.REGISTERED and any(name in str(record) for record in breaks)
     }
     if uncovered:
         return "active, but not covering " + "; ".join(

@@ -6,14 +6,17 @@ so that defining the report costs nothing until someone asks for it.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
+from typing import NamedTuple
 
 from . import _dynamo, activation, config
+from .outcomes import Kind, Outcome
 
-__all__ = ["Status", "coverage", "status"]
+__all__ = ["CoverageRow", "Layer", "Status", "coverage", "coverage_rows", "status"]
 
 
 @dataclass(frozen=True)
@@ -30,12 +33,17 @@ class Status:
     switched_off: bool
     #: Whether torch._dynamo is imported (the twins register only then).
     dynamo_imported: bool
-    #: For each original: "registered", or why not.
-    functions: dict[str, str] = field(default_factory=dict)
+    #: For each original: registered, or why not.
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
     #: Private hooks turned off for this process (their probe failed), with why.
     hooks_off: dict[str, str] = field(default_factory=dict)
     #: Traced calls that stepped aside after an unexpected error in this package's code.
     stepped_aside: int = 0
+
+    @property
+    def functions(self) -> dict[str, str]:
+        """For each original: "registered", or why not, in words."""
+        return {name: str(outcome) for name, outcome in self.outcomes.items()}
 
     def __str__(self) -> str:
         lines = [f"{name}: {version or 'not installed'}" for name, version in self.versions.items()]
@@ -58,39 +66,21 @@ def _version(distribution: str) -> str | None:
 def status() -> Status:
     """A structured report: versions, mode, how the package was activated, coverage.
 
-    >>> import dynamo_tree_compat
+    >>> import torch._dynamo, tree, dynamo_tree_compat  # registered once both are loaded
     >>> report = dynamo_tree_compat.status()
-    >>> report.mode in ("on", "off"), "tree.flatten" in report.functions
-    (True, True)
+    >>> report.mode, report.functions["tree.flatten"], report.outcomes["tree.flatten"].kind
+    ('on', 'registered', <Kind.REGISTERED: 'registered'>)
     """
-    from . import substitutions
-
     versions = {"python": sys.version.split()[0]}
     for distribution in ("torch", "dm-tree", "optree"):
         versions[distribution] = _version(distribution)
-    functions = {}
-    for library, (module_name, _, table) in substitutions.LIBRARIES.items():
-        for substitution in table:
-            name = substitution.original_name
-            if name in substitutions.UNGUARDED:
-                functions[name] = "registered (scopes apply after torch._dynamo.reset())"
-            elif name in substitutions.REGISTERED:
-                functions[name] = "registered"
-            elif name in substitutions.NOT_REGISTERED:
-                functions[name] = substitutions.NOT_REGISTERED[name]
-            elif not activation.importable(module_name):
-                functions[name] = f"unavailable: {library} is not installed"
-            elif not activation.armed:
-                functions[name] = "not registered: the package is not activated"
-            else:
-                functions[name] = f"pending: registers once torch._dynamo and {module_name} load"
     return Status(
         versions=versions,
         mode="on" if config.twins_enabled else "off",
         activated_by=activation.activated_by,
         switched_off=activation.switched_off(),
         dynamo_imported=activation.DYNAMO_MODULE in sys.modules,
-        functions=functions,
+        outcomes=_outcomes(),
         hooks_off=dict(_dynamo.HOOKS_OFF),
         stepped_aside=sum(
             count for key, count in _dynamo.STATS.items() if key.startswith("stepped aside:")
@@ -98,21 +88,90 @@ def status() -> Status:
     )
 
 
+def _outcomes() -> dict[str, Outcome]:
+    """Each original's outcome: the installer's, or, where it has not tried, why not."""
+    from . import installer, substitutions
+
+    outcomes = {}
+    for library, (module_name, _, table) in substitutions.LIBRARIES.items():
+        for substitution in table:
+            name = substitution.original_name
+            if name in installer.UNGUARDED:
+                outcomes[name] = Outcome(Kind.REGISTERED_UNGUARDED, library, name)
+            elif name in installer.REGISTERED:
+                outcomes[name] = Outcome(Kind.REGISTERED, library, name)
+            elif name in installer.NOT_REGISTERED:
+                outcomes[name] = installer.NOT_REGISTERED[name]
+            elif not activation.importable(module_name):
+                outcomes[name] = Outcome(Kind.NOT_INSTALLED, library)
+            elif not activation.armed:
+                outcomes[name] = Outcome(Kind.NOT_ACTIVATED, library)
+            else:
+                outcomes[name] = Outcome(Kind.PENDING, library, module_name)
+    return outcomes
+
+
+class Layer(enum.Enum):
+    """How a function traces, as the doctor's summary counts it (its value)."""
+
+    TWIN = "twin"
+    FAST_PATH_TWIN = "fast path, else twin"
+    FAST_PATH = "fast path, else optree's code"
+    C_LAYER = "C layer (optree._C)"
+    OWN_CODE = "optree's own code over the C layer"
+    TORCH_POLYFILL = "torch's polyfill"
+    STATEFUL = "not traced (changes optree's state)"
+    #: This version of the library has no such function: left out of the counts.
+    ABSENT = "not in this version"
+    NOT_COVERED = "not covered"
+
+
+class CoverageRow(NamedTuple):
+    """One function: its library, its import path, how it traces, and that in words."""
+
+    library: str
+    function: str
+    layer: Layer
+    state: str
+
+
 def coverage() -> list[tuple[str, str, str]]:
     """``(library, function, how it traces)`` for every dm-tree and optree function.
 
-    >>> rows = coverage()
-    >>> ("dm-tree", "tree.flatten") in [row[:2] for row in rows]
-    True
+    >>> import torch._dynamo, tree
+    >>> [row for row in coverage() if row[1] == "tree.flatten"]
+    [('dm-tree', 'tree.flatten', 'twin: traced by this package')]
     """
-    states = status().functions
+    return [(row.library, row.function, row.state) for row in coverage_rows()]
+
+
+def coverage_rows() -> list[CoverageRow]:
+    """:func:`coverage`, with each function's :class:`Layer`.
+
+    >>> import torch._dynamo, tree
+    >>> [row.layer for row in coverage_rows() if row.function == "tree.flatten"]
+    [<Layer.FAST_PATH_TWIN: 'fast path, else twin'>]
+    """
+    outcomes = _outcomes()
     rows = [
-        ("dm-tree", name, "twin: traced by this package" if state == "registered" else state)
-        for name, state in states.items()
+        _dm_tree_row(name, outcome)
+        for name, outcome in outcomes.items()
         if name.startswith("tree.")
     ]
-    rows += _optree_coverage(states)
+    rows += _optree_coverage(outcomes)
     return rows
+
+
+def _dm_tree_row(name: str, outcome: Outcome) -> CoverageRow:
+    if not outcome.registered:
+        return CoverageRow("dm-tree", name, _not_registered(outcome), str(outcome))
+    layer = Layer.FAST_PATH_TWIN if name in _dynamo.FAST_PATHS else Layer.TWIN
+    state = "twin: traced by this package" if outcome.kind is Kind.REGISTERED else str(outcome)
+    return CoverageRow("dm-tree", name, layer, state)
+
+
+def _not_registered(outcome: Outcome) -> Layer:
+    return Layer.ABSENT if outcome.kind is Kind.LIBRARY_LACKS_IT else Layer.NOT_COVERED
 
 
 #: optree calls that change its registry or dict-order mode: left to Dynamo inside a
@@ -125,50 +184,78 @@ _C_LAYER = "this package: optree's C code, run on the structure's containers whi
 _OWN_CODE = "optree's own code, inlined by Dynamo, over this package's C layer"
 
 
-def _optree_coverage(states: dict[str, str]) -> list[tuple[str, str, str]]:
+def _optree_coverage(outcomes: dict[str, Outcome]) -> list[CoverageRow]:
     try:
         import optree
     except ImportError:
-        return [("optree", "optree.*", "unavailable: optree is not installed")]
-    from . import _dynamo, substitutions
+        missing = Outcome(Kind.NOT_INSTALLED, "optree")
+        return [CoverageRow("optree", "optree.*", Layer.NOT_COVERED, str(missing))]
+    from . import installer, substitutions
 
     polyfilled = _dynamo.torch_polyfills()
-    c_layer = states.get("optree._C.flatten") == "registered"
+    c_layer_outcome = outcomes.get("optree._C.flatten")
+    c_layer = c_layer_outcome is not None and c_layer_outcome.registered
     twins = {s.original_name for s in substitutions.OPTREE if s.twin is not None}
     # Registered over torch's own registration (a polyfill), rather than in place of none.
-    kept = {key for key, (_, handle) in substitutions.REGISTERED.items() if handle is None}
+    kept = {key for key, (_, handle) in installer.REGISTERED.items() if handle is None}
     rows = []
-    for key, state in sorted(states.items()):
+    for key, outcome in sorted(outcomes.items()):
         if not key.startswith("optree.") or key.count(".") < 2:  # optree's internals
             continue
-        if state == "registered":
-            state = "twin by this package" if key in twins else _C_LAYER
-            if key.startswith("optree.registry."):
-                state = "optree's own code, in place of torch's polyfill"
-        rows.append(("optree", key, state))
+        if not outcome.registered:
+            rows.append(CoverageRow("optree", key, _not_registered(outcome), str(outcome)))
+        elif key.startswith("optree.registry."):
+            state = "optree's own code, in place of torch's polyfill"
+            rows.append(CoverageRow("optree", key, Layer.OWN_CODE, state))
+        elif key in twins:
+            rows.append(CoverageRow("optree", key, Layer.TWIN, "twin by this package"))
+        else:
+            rows.append(CoverageRow("optree", key, Layer.C_LAYER, _C_LAYER))
     for name in optree.__all__:
         value = getattr(optree, name, None)
         if not callable(value) or inspect.isclass(value):
             continue
         key = f"optree.{name}"
-        state = states.get(key)
-        if state == "registered" and key in _dynamo.OPTREE_C_LAYER:
-            state = f"{_C_LAYER}, in place of torch's polyfill" if key in kept else _C_LAYER
-        elif state == "registered" and key in twins:
-            state = "twin by this package"
-        elif state == "registered" and key in _dynamo.FAST_PATHS:
-            state = f"fast path by this package for dicts, lists, tuples, None; else {_OWN_CODE}"
-        elif state == "registered" and key in kept:
-            state = f"{_OWN_CODE}, in place of torch's polyfill"
-        elif state == "registered":
-            state = _OWN_CODE
-        elif state is None and name in OPTREE_STATEFUL:
-            state = "changes optree's state: may break the graph; graphs made before are guarded"
-        elif state is None and value in polyfilled:
-            state = "torch: traced through torch's own polyfill"
-        elif (state is None or state.startswith(substitutions.NO_TWIN_NEEDED)) and c_layer:
-            state = _OWN_CODE
-        elif state is None:
-            state = "not covered by this package: Dynamo may break the graph"
-        rows.append(("optree", key, state))
+        outcome = outcomes.get(key)
+        by_torch = outcome is None and value in polyfilled
+        layer, state = _optree_layer(key, outcome, by_torch, c_layer, twins, kept)
+        rows.append(CoverageRow("optree", key, layer, state))
     return rows
+
+
+def _optree_layer(
+    key: str,
+    outcome: Outcome | None,
+    by_torch: bool,
+    c_layer: bool,
+    twins: set[str],
+    kept: set[str],
+) -> tuple[Layer, str]:
+    """How one of optree's public functions traces, given its outcome (None: no row in
+    the table), whether torch has a polyfill of it, and whether the C layer is on."""
+    if outcome is not None and outcome.registered:
+        if key in _dynamo.OPTREE_C_LAYER:
+            return (
+                Layer.C_LAYER,
+                f"{_C_LAYER}, in place of torch's polyfill" if key in kept else _C_LAYER,
+            )
+        if key in twins:
+            return Layer.TWIN, "twin by this package"
+        if key in _dynamo.FAST_PATHS:
+            return (
+                Layer.FAST_PATH,
+                f"fast path by this package for dicts, lists, tuples, None; else {_OWN_CODE}",
+            )
+        if key in kept:
+            return Layer.OWN_CODE, f"{_OWN_CODE}, in place of torch's polyfill"
+        return Layer.OWN_CODE, _OWN_CODE
+    if outcome is None and key.removeprefix("optree.") in OPTREE_STATEFUL:
+        state = "changes optree's state: may break the graph; graphs made before are guarded"
+        return Layer.STATEFUL, state
+    if outcome is None and by_torch:
+        return Layer.TORCH_POLYFILL, "torch: traced through torch's own polyfill"
+    if (outcome is None or outcome.kind is Kind.NO_TWIN_NEEDED) and c_layer:
+        return Layer.OWN_CODE, _OWN_CODE
+    if outcome is None:
+        return Layer.NOT_COVERED, "not covered by this package: Dynamo may break the graph"
+    return _not_registered(outcome), str(outcome)

@@ -7,14 +7,18 @@ on first use, so that ``import torch`` (autoload) loads only :mod:`.runtime`.
 One module per concern:
 
 - :mod:`.internals`: the seam. Every Dynamo class, attribute and function read,
-  looked up by what is present; supporting a new torch means editing it alone.
+  looked up by what is present; :mod:`.patches`, its other half, every change made
+  to Dynamo. Supporting a new torch means editing these two alone.
+- :mod:`.capabilities`: what this Dynamo can do, asked by trying it.
 - :mod:`.runtime`: the compile lock, logging, counters (light: loads with autoload).
 - :mod:`.registration`: ``substitute_in_graph``, and routing originals to handlers.
 - :mod:`.guards`: what a traced graph guards on.
 - :mod:`.reading`: the shared helpers for reading structures from variables.
 - :mod:`.handlers`: the handler table, and the one guard every handler runs behind.
 - :mod:`.dmtree_fast`, :mod:`.optree_fast`: fast paths for common structures.
-- :mod:`.optree_c`: optree's C layer and its PyTreeSpec variable.
+- :mod:`.optree_reader`: structures read from variables as optree's C code sees them.
+- :mod:`.optree_spec`: optree's PyTreeSpec (and ``operator.methodcaller``) as variables.
+- :mod:`.optree_c`: optree's C functions, handled at the variable level.
 - :mod:`.builder_hooks`: hooks on Dynamo's variable builder and frame check.
 - :mod:`.probes`: tries each hook once, and turns off those that fail.
 - :mod:`.graph_breaks`: Dynamo's graph-break log, read.
@@ -36,14 +40,14 @@ __all__ = [
     "STATS",
     "SUBSTITUTE_UNAVAILABLE",
     "GraphBreakRecorder",
+    "capability",
     "compile_lock",
-    "defaultdict_leaves_graph",
-    "defaultdict_takes_items",
-    "deque_keeps_maxlen",
+    "counters",
     "give_mapping_proxies_a_type",
     "graph_break_function",
     "hook_builder",
     "is_builder_hooked",
+    "load",
     "lookup_backend",
     "optree_layer_off",
     "probe",
@@ -51,8 +55,6 @@ __all__ = [
     "reset_compiled_code",
     "route",
     "routing_support",
-    "skip_keeps_graphs",
-    "sort_raises_cleanly",
     "substitute",
     "substitution_support",
     "torch_polyfills",
@@ -86,16 +88,14 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "is_builder_hooked": ("builder_hooks", "is_hooked"),
     "probe": ("probes", "probe"),
     "optree_layer_off": ("probes", "optree_layer_off"),
-    "graph_break_function": ("internals", "graph_break_function"),
+    "graph_break_function": ("patches", "graph_break_function"),
     "lookup_backend": ("internals", "lookup_backend"),
     "reset_compiled_code": ("internals", "reset_compiled_code"),
-    "sort_raises_cleanly": ("internals", "sort_raises_cleanly"),
-    "skip_keeps_graphs": ("internals", "skip_keeps_graphs"),
-    "defaultdict_takes_items": ("internals", "defaultdict_takes_items"),
-    "defaultdict_leaves_graph": ("internals", "defaultdict_leaves_graph"),
-    "deque_keeps_maxlen": ("internals", "deque_keeps_maxlen"),
-    "give_mapping_proxies_a_type": ("internals", "give_mapping_proxies_a_type"),
+    "give_mapping_proxies_a_type": ("patches", "give_mapping_proxies_a_type"),
     "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
+    "counters": ("internals", "counters"),
+    "load": ("internals", "load"),
+    "capability": ("capabilities", "has"),
 }
 
 

@@ -13,9 +13,9 @@ import collections
 import operator
 from typing import Any
 
-from . import internals
+from . import capabilities, internals, patches
 from .guards import flag_is_on, guard_flag, spec_text_source
-from .optree_c import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
+from .optree_spec import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
 from .reading import dynamo_own_errors, too_deep
 from .runtime import step_aside
 
@@ -36,7 +36,7 @@ def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
     """This package's variable for ``value``, or None to leave it to Dynamo."""
     import optree
 
-    source, tx = builder.source, internals.builder_tx(builder)
+    source, tx = internals.read(builder, "source"), internals.read(builder, "tx")
     if type(value) is operator.methodcaller and flag_is_on(flag_path):
         # optree's flatten function for @register_pytree_node_class classes.
         internals.guard_id(source)
@@ -73,7 +73,7 @@ def _with_maxlen(tx: Any, variable: Any, source: Any, maxlen: int | None, flag_p
             internals.guard_constant(internals.sources().Attr(source, "maxlen"))
             guard_flag(tx, flag_path)
             if maxlen is not None:
-                internals.set_deque_maxlen(variable, maxlen)
+                patches.set_deque_maxlen(variable, maxlen)
     except dynamo_own_errors():
         raise
     except Exception as error:  # noqa: BLE001 - Dynamo's deque, without its maxlen
@@ -110,7 +110,7 @@ def hook(flag_path: str) -> bool:
         except RecursionError:  # Dynamo's builder recurses through a list that comes in
             if not isinstance(value, (list, tuple, dict)) or not flag_is_on(flag_path):
                 raise
-            return too_deep(internals.builder_tx(builder), "a structure that comes in")
+            return too_deep(internals.read(builder, "tx"), "a structure that comes in")
 
     _HOOKED.append((owner, name, wrap))
     setattr(owner, name, wrap_with_our_variables)
@@ -124,7 +124,7 @@ def _hook_sourceless(flag_path: str) -> None:
     they read ``type(spec).__ne__``, a pybind11 method object, and Dynamo's builder fails
     on it with a TypeError (an internal error). This package's variable stands in."""
     try:
-        if not internals.compares_through_polyfills():
+        if not capabilities.has("compares_through_polyfills"):
             return
         owner, name = internals.sourceless_create()
         spec_method_class()

@@ -17,7 +17,17 @@ from typing import Any
 
 from .. import dmtree
 from . import internals
-from .reading import DICT, LEAF, LIST, TUPLE, Fallback, node, too_deep
+from .reading import (
+    DICT,
+    LEAF,
+    LIST,
+    NOT_CONSTANT,
+    TUPLE,
+    Fallback,
+    constant_or,
+    node,
+    too_deep,
+)
 
 __all__ = ["HANDLERS"]
 
@@ -132,8 +142,8 @@ def _bind(
             variable = bound.get(name)
             if variable is None:
                 found.append(constants[name])
-            elif variable.is_python_constant():
-                found.append(variable.as_python_constant())
+            elif (value := constant_or(variable)) is not NOT_CONSTANT:
+                found.append(value)
             else:
                 raise Fallback
         elif name in bound:
@@ -294,14 +304,14 @@ def unflatten_as(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 def _is_none(variable: Any) -> bool:
     # By class, not reading.is_none: is_python_constant() reads a container whole, which
     # overflows Python's stack on a deep subtree the user's function returned.
-    variable = variable.realize()
+    variable = internals.call(variable, "realize")
     return (
-        type(variable) is internals.kinds().Constant and internals.constant_value(variable) is None
+        type(variable) is internals.kinds().Constant and internals.read(variable, "value") is None
     )
 
 
 def _maps_to_none(variable: Any) -> bool:
-    value = internals.object_value(variable.realize())
+    value = internals.object_value(internals.call(variable, "realize"))
     return value is not None and (
         value is dmtree.MAP_TO_NONE or value is dmtree._dm_tree_map_to_none
     )

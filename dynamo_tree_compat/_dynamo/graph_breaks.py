@@ -6,30 +6,14 @@ Dynamo traces.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import re
 from collections.abc import Callable
 
-from . import internals
+from . import internals, patches
 from .internals import GRAPH_BREAK_LOGGER
 
 __all__ = ["GraphBreak", "GraphBreakRecorder", "parse_graph_break"]
-
-
-@functools.cache
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    # Compiled on first use: most programs never read the log.
-    return (
-        re.compile(r"Graph break.*? in user code at (.+):(\d+)"),
-        re.compile(r"User-inserted graph break\. Message: (.+)"),
-        re.compile(r'File "(.+)", line (\d+), in (\S+)'),
-    )
-
-
-# Lines that lead in to the cause of a graph break, rather than say it.
-_PREAMBLES = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
 
 
 class GraphBreak:
@@ -74,7 +58,7 @@ class GraphBreak:
 
 # The twins' frames, which a break's report names but a user did not write.
 _MACHINERY_FILES = (
-    os.path.join("dynamo_tree_compat", "substitutions.py"),
+    os.path.join("dynamo_tree_compat", "installer.py"),
     os.path.join("dynamo_tree_compat", "_dynamo", "internals.py"),  # a break naming its reason
 )
 _MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "dmtree") + os.sep,)
@@ -96,33 +80,7 @@ def parse_graph_break(message: str) -> GraphBreak:
     >>> parse_graph_break("Graph break in user code at f.py:3\nReason: Unsupported: why").reason
     'why'
     """
-    location_pattern, user_message_pattern, frame_pattern = _patterns()
-    found = location_pattern.search(message)
-    frames = [f"{path}:{line}" for path, line, _ in frame_pattern.findall(message)]
-    # Dynamo 2.5 names no location but the user frames, innermost last.
-    location = f"{found.group(1)}:{found.group(2)}" if found else (frames or ["<unknown>"])[-1]
-    reason = "<unknown>"
-    lines = message.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("Graph Break Reason:"):
-            candidates = [line.removeprefix("Graph Break Reason:").strip(), *lines[index + 1 :]]
-            for candidate in candidates:
-                text = candidate.strip()
-                if text and not text.startswith(_PREAMBLES):
-                    reason = text
-                    break
-            break
-        if line.startswith("Reason: "):  # torch 2.6 and earlier: "Reason: Unsupported: ..."
-            reason = line.removeprefix("Reason: ").removeprefix("Unsupported: ").strip()
-            break
-    raised = re.search(r"Developer debug context: raised exception (.+)", message)
-    if reason == "Observed exception" and raised:
-        # Dynamo before 2.12 shows the arguments as its variables: [ConstantVariable(str: "m")]
-        shown = re.sub(r'\[ConstantVariable\(str: (".*")\)\]', r"\1", raised.group(1).strip())
-        reason = f"raises {shown}"
-    user_message = user_message_pattern.search(message)
-    if user_message and user_message.group(1).strip() != "None":
-        reason = user_message.group(1).strip()
+    location, reason, frames = internals.read_graph_break(message)
     return GraphBreak(location, reason, message, frames)
 
 
@@ -136,11 +94,7 @@ class GraphBreakRecorder(logging.Handler):
         self._undo: Callable[[], None] = lambda: None
 
     def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        raised = record.exc_info[1] if record.exc_info else None
-        if raised is not None:  # Dynamo 2.5: the reason is the exception's
-            message += f"\nReason: {type(raised).__name__}: {raised}"
-        self.breaks.append(parse_graph_break(message))
+        self.breaks.append(parse_graph_break(internals.graph_break_report(record)))
 
     def __enter__(self) -> GraphBreakRecorder:
         logger = logging.getLogger(GRAPH_BREAK_LOGGER)
@@ -149,7 +103,7 @@ class GraphBreakRecorder(logging.Handler):
         logger.propagate = False
         logger.addHandler(self)
         try:
-            self._undo = internals.log_every_graph_break()
+            self._undo = patches.log_every_graph_break()
         except Exception:  # noqa: BLE001 - Dynamo's internals moved: repeats go unread
             self._undo = lambda: None
         return self

@@ -99,7 +99,7 @@ def handled_variable_class() -> type:
 
         def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
             try:
-                fn = internals.function_of(self)
+                fn = internals.read(self, "fn")
                 entry = HANDLED.get(id(fn))
             except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
                 step_aside("the handled function variable", error)
@@ -113,10 +113,14 @@ def handled_variable_class() -> type:
                 result = _run(handler, name, tx, args, kwargs)
                 if result is not None:
                     return result
-            if flag_on and our_way is not None:  # optree's own Python code, our C layer
-                return kinds.Function(our_way).call_function(tx, args, kwargs)
-            if torch_way is not None:  # torch's own way, as without this package
-                return kinds.Function(torch_way).call_function(tx, args, kwargs)
+            way = our_way if flag_on and our_way is not None else torch_way
+            if way is not None:  # optree's own Python code over our C layer, or torch's way
+                try:
+                    traced_way = internals.read(kinds.Function(way), "call_function")
+                except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
+                    step_aside(f"the way of {name}", error)
+                else:
+                    return traced_way(tx, args, kwargs)
             return super().call_function(tx, args, kwargs)
 
     return HandledFunctionVariable

@@ -1,10 +1,25 @@
 """Dynamo's internals, as this package reads them: the one seam where torch versions differ.
 
-Every Dynamo class, attribute and function the package touches is looked up here, keyed
-by what is present rather than by version string. The rest of ``_dynamo`` calls these
-functions and never reads a Dynamo attribute itself, so supporting a new torch means
-editing this file alone. Lookups that fail raise :class:`Missing`, which callers treat
-as "this hook is not available here".
+Every Dynamo class, attribute and function the package reads is looked up here (and
+every change the package makes to Dynamo is in :mod:`.patches`, the seam's other half),
+keyed by what is present rather than by version string. Where nothing varies between
+releases, attributes of Dynamo's objects are read through one generic accessor,
+:func:`read` (and :func:`call`), over the names in :data:`READS`. The rest of the
+package never reads Dynamo itself, and ``tests/internals/test_seam.py`` walks every
+module's AST to keep it so; supporting a new torch means editing these two files.
+Lookups that fail raise :class:`Missing`, which callers treat as "this hook is not
+available here".
+
+The exceptions, each for its reason (:data:`EXCEPTIONS`):
+
+- ``_dynamo/runtime.py`` finds ``torch._dynamo.convert_frame``'s compile lock in
+  ``sys.modules``: light path: autoload must not import Dynamo, and the lock is only
+  needed where Dynamo is already loaded.
+- ``_dynamo/runtime.py`` registers ``TORCH_LOGS=+dynamo_tree_compat`` with
+  ``torch._logging``: autoload's registration: torch parses TORCH_LOGS right after
+  autoload, before Dynamo loads.
+- ``activation.py`` names the module ``torch._dynamo``: the import watcher: it waits for
+  that module's import and reads nothing of it.
 """
 
 from __future__ import annotations
@@ -13,13 +28,18 @@ import dis
 import functools
 import importlib
 import inspect
+import logging
+import re
 import types
 from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "READS",
     "Missing",
+    "call",
     "constant",
+    "counters",
     "dict_class",
     "dict_entries",
     "dynamo_errors",
@@ -33,10 +53,35 @@ __all__ = [
     "new_dict",
     "new_list",
     "new_tuple",
+    "read",
+    "read_graph_break",
     "registration_tables",
-    "skip_frame",
+    "skip_frame_error",
     "sources",
 ]
+
+#: Reads outside the seam, by (module, what it names): why each stays there.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("_dynamo/runtime.py", "torch._dynamo.convert_frame"): (
+        "light path: autoload must not import Dynamo"
+    ),
+    ("_dynamo/runtime.py", "torch._logging"): "autoload's registration: torch parses TORCH_LOGS",
+    ("activation.py", "torch._dynamo"): "the import watcher: it waits for that module's import",
+}
+
+#: Names a variable class's slot methods go by, across torch versions: this package's
+#: variables define the first of each row, and :func:`.patches.with_slot_names` adds the others.
+RICHCOMPARE_NAMES = ("richcompare_impl", "tp_richcompare_impl")
+
+
+SLOT_NAMES: tuple[tuple[str, ...], ...] = (
+    ("var_getattr", "tp_getattro_impl"),
+    RICHCOMPARE_NAMES,
+    ("bool_impl", "nb_bool_impl"),
+    ("repr_impl", "tp_repr_impl"),
+    ("str_impl", "tp_str_impl"),
+    ("len_impl", "sq_length", "mp_length", "sq_length_impl", "mp_length_impl"),
+)
 
 #: The name of Dynamo's graph-break log.
 GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
@@ -44,6 +89,58 @@ GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 
 class Missing(Exception):
     """What this package reads is not in this torch's Dynamo."""
+
+
+#: Every attribute of Dynamo's objects (variables, translators, builders, sources) that
+#: the package reads through :func:`read` and :func:`call`: where nothing varies between
+#: releases, one generic accessor serves, and fault injection breaks each name in turn.
+READS = frozenset(
+    {
+        "as_python_constant",
+        "call_function",
+        "call_method",
+        "fn",
+        "is_python_constant",
+        "items",
+        "python_type",
+        "realize",
+        "source",
+        "tx",
+        "value",
+    }
+)
+
+
+def _get(owner: Any, name: str) -> Any:
+    return getattr(owner, name)
+
+
+def read(owner: Any, name: str, *default: Any) -> Any:
+    """``owner.name`` for one of Dynamo's objects, ``name`` one of :data:`READS`; with
+    ``default``, that where the attribute is absent, else :class:`Missing`.
+
+    >>> read(types.SimpleNamespace(source=None), "source") is None
+    True
+    >>> read(object(), "source", "absent")
+    'absent'
+    """
+    if name not in READS:
+        raise ValueError(f"{name!r} is not among the attributes the seam reads")
+    try:
+        return _get(owner, name)
+    except AttributeError as error:
+        if default:
+            return default[0]
+        raise Missing(f"{type(owner).__name__}.{name}") from error
+
+
+def call(owner: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    """``owner.name(*args, **kwargs)`` for a method of Dynamo's objects (see :func:`read`).
+
+    >>> call(types.SimpleNamespace(realize=lambda: 3), "realize")
+    3
+    """
+    return read(owner, name)(*args, **kwargs)
 
 
 def _cached(function: Callable[[], Any]) -> Callable[[], Any]:
@@ -138,16 +235,6 @@ def constant(value: Any) -> Any:
     return kinds().Constant.create(value)
 
 
-def sequence_items(variable: Any) -> list[Any]:
-    """The item variables of a list or tuple variable."""
-    return list(variable.items)
-
-
-def constant_value(variable: Any) -> Any:
-    """The value a ConstantVariable holds."""
-    return variable.value
-
-
 #: Flags of code that :func:`trivial_call` leaves to Dynamo.
 _NOT_TRIVIAL = (
     inspect.CO_VARARGS
@@ -214,11 +301,6 @@ def object_value(variable: Any) -> Any:
     return None
 
 
-def function_of(variable: Any) -> Any:
-    """The Python function a function variable stands for."""
-    return variable.fn
-
-
 @_cached
 def _generic_getattr() -> Callable[..., Any] | None:
     try:  # torch 2.15: Dynamo's PyObject_GetAttr
@@ -244,29 +326,6 @@ def default_factory(tx: Any, variable: Any) -> Any:
     if isinstance(held, kinds().Base):
         return held
     return get_attribute(tx, variable, "default_factory")
-
-
-#: Names a variable class's slot methods go by, across torch versions: this package's
-#: variables define the first of each row, and :func:`with_slot_names` adds the others.
-_RICHCOMPARE_NAMES = ("richcompare_impl", "tp_richcompare_impl")
-_SLOT_NAMES: tuple[tuple[str, ...], ...] = (
-    ("var_getattr", "tp_getattro_impl"),
-    _RICHCOMPARE_NAMES,
-    ("bool_impl", "nb_bool_impl"),
-    ("repr_impl", "tp_repr_impl"),
-    ("str_impl", "tp_str_impl"),
-    ("len_impl", "sq_length", "mp_length", "sq_length_impl", "mp_length_impl"),
-)
-
-
-def with_slot_names(cls: type) -> type:
-    """Gives a variable class each slot method under every name some torch calls it."""
-    for first, *others in _SLOT_NAMES:
-        method = cls.__dict__.get(first)
-        if method is not None:
-            for name in others:
-                setattr(cls, name, method)
-    return cls
 
 
 def dict_class(variable: Any) -> type:
@@ -308,160 +367,24 @@ def graph_break(gb_type: str, context: str, explanation: str, hint: str) -> Any:
     raise AssertionError("unimplemented returned")  # pragma: no cover
 
 
-def skip_frame(message: str, tx: Any = None) -> Any:
-    """Runs the frame being traced eagerly. Raises :class:`Missing` where Dynamo cannot."""
+def skip_frame_error() -> type[BaseException]:
+    """Dynamo's ``SkipFrame``: raised while tracing, the frame runs eagerly."""
     from torch._dynamo import exc
 
     skip = getattr(exc, "SkipFrame", None)
     if not isinstance(skip, type):
         raise Missing("torch._dynamo.exc.SkipFrame")
-    if inlined_break_resumes(tx):
-        end_frame(tx, message)
-    raise skip(message)
+    return skip
 
 
-@_cached
-def inlined_skip_becomes_break() -> bool:
-    """Whether Dynamo turns a frame skip raised inside an inlined call into a graph break
-    (before torch 2.11), read off what its inliner catches."""
-    try:
-        from torch._dynamo.symbolic_convert import InliningInstructionTranslator
-
-        return "SkipFrame" in InliningInstructionTranslator.inline_call_.__code__.co_names
-    except Exception:  # noqa: BLE001 - moved: a later Dynamo, which lets the skip through
-        return False
+def is_inlined(tx: Any) -> bool:
+    """Whether ``tx`` traces an inlined call rather than the frame Dynamo converts."""
+    return tx is not None and getattr(tx, "parent", None) is not None
 
 
-def inlined_break_resumes(tx: Any) -> bool:
-    """Whether ``tx`` traces an inlined call, on a Dynamo that resumes after a graph break
-    there (see :func:`inlined_skip_becomes_break`). Resuming, such a Dynamo realizes every
-    variable of the frame, and recurses without end through a structure that contains
-    itself, or past Python's limit through a deep one: :func:`end_frame` instead.
-    """
-    return (
-        tx is not None and getattr(tx, "parent", None) is not None and inlined_skip_becomes_break()
-    )
-
-
-def end_frame(tx: Any, message: str) -> Any:
-    """Ends the whole frame ``tx`` belongs to, with no partial graph: it runs eagerly."""
-    tx.output.root_tx.one_graph = True  # the break below then reaches the frame's top
-    return graph_break("dynamo-tree-compat runs this frame eagerly", message, message, "")
-
-
-@_cached
-def break_recurses_on_cycles() -> bool:
-    """Whether a graph break makes Dynamo realize the frame's variables without end when
-    a structure contains itself (before torch 2.11). Tried once on a list variable that
-    holds itself, outside any trace.
-    """
-    try:
-        lazy = importlib.import_module("torch._dynamo.variables.lazy")
-        loop = new_list([])
-        loop.items.append(loop)
-        lazy.LazyVariableTracker.realize_all(loop)
-    except RecursionError:
-        return True
-    except Exception:  # noqa: BLE001 - moved: a later Dynamo
-        return False
-    return False
-
-
-@_cached
-def defaultdict_takes_items() -> bool:
-    """Whether Dynamo traces ``defaultdict(factory, items)`` (torch 2.10 on). Before, its
-    call to the class takes the factory alone, and only a builtin container or a
-    function: a factory read in traced code is not one. Read off the code of the class
-    variable's call; True where that code is not found (later Dynamos).
-    """
-    try:
-        user_defined = importlib.import_module("torch._dynamo.variables.user_defined")
-        source = inspect.getsource(user_defined.UserDefinedClassVariable.call_function)
-    except Exception:  # noqa: BLE001 - moved: a later Dynamo
-        return True
-    start = source.find("self.value is collections.defaultdict")
-    return start < 0 or "len(args) <= 1" not in source[start : start + 200]
-
-
-@_cached
-def deque_keeps_maxlen() -> bool:
-    """Whether Dynamo's deque variable holds a ``maxlen`` (torch 2.6 on). Before, Dynamo
-    cannot call ``deque(..., maxlen=...)``, which optree's ``tree_map_`` does. True where
-    the class is not found (later Dynamos)."""
-    try:
-        lists = importlib.import_module("torch._dynamo.variables.lists")
-        parameters = inspect.signature(lists.DequeVariable.__init__).parameters
-    except Exception:  # noqa: BLE001 - moved: a later Dynamo
-        return True
-    return "maxlen" in parameters
-
-
-@_cached
-def defaultdict_leaves_graph() -> bool:
-    """Whether a defaultdict made while tracing leaves the graph as a defaultdict (torch
-    2.8 on). Before, Dynamo rebuilds it with its dict's code, as a plain dict: a wrong
-    result, torch's own. Read off the rebuilding code of its variable; True where that
-    code is not found (later Dynamos).
-    """
-    try:
-        dicts = importlib.import_module("torch._dynamo.variables.dicts")
-        rebuild = dicts.DefaultDictVariable.reconstruct
-        if rebuild is not dicts.ConstDictVariable.reconstruct:
-            return True
-    except Exception:  # noqa: BLE001 - moved: a later Dynamo
-        return True
-    try:
-        source = inspect.getsource(rebuild)
-    except Exception:  # noqa: BLE001 - not readable: assume the worst, break the graph
-        return False
-    return "OrderedDict" not in source or "defaultdict" in source
-
-
-def give_mapping_proxies_a_type() -> Callable[[], None] | None:
-    """Dynamo 2.7 and earlier cannot tell a mappingproxy variable's type: ``type()`` and
-    ``isinstance()`` on one end tracing with a UserError. Gives its class the answer later
-    Dynamos give, ``types.MappingProxyType``. Returns how to undo that; None where the
-    class answers by itself, or is not found.
-    """
-    try:
-        dicts = importlib.import_module("torch._dynamo.variables.dicts")
-        proxies = dicts.MappingProxyVariable
-        if proxies.python_type is not kinds().Base.python_type:
-            return None
-    except Exception:  # noqa: BLE001 - moved: nothing to give
-        return None
-
-    def python_type(self: Any) -> type:
-        return types.MappingProxyType
-
-    previous = proxies.__dict__.get("python_type")
-    proxies.python_type = python_type
-
-    def undo() -> None:
-        if proxies.__dict__.get("python_type") is not python_type:
-            return  # replaced since: not ours to take back
-        if previous is None:
-            del proxies.python_type
-        else:
-            proxies.python_type = previous
-
-    return undo
-
-
-@_cached
-def sort_raises_cleanly() -> bool:
-    """Whether Dynamo's ``sorted()`` raises a TypeError from comparing keys as the user's
-    error (torch 2.11 on). Before, the TypeError escapes Dynamo's own code: an internal
-    error. Read off the code of ``list.sort``'s variable; False where it is not found.
-    """
-    try:
-        lists = importlib.import_module("torch._dynamo.variables.lists")
-        source = inspect.getsource(lists.ListVariable.call_method)
-    except Exception:  # noqa: BLE001 - not found: the twins check keys themselves
-        return False
-    start = source.find('name == "sort"')
-    end = source.find("if name ==", start + 1)
-    return start >= 0 and "raise_observed_exception" in source[start:end]
+def end_one_graph(tx: Any) -> None:
+    """Makes the next graph break of ``tx``'s frame end the frame (its ``one_graph``)."""
+    tx.output.root_tx.one_graph = True
 
 
 @_cached
@@ -556,11 +479,6 @@ def deque_lost_maxlen(variable: Any) -> bool:
     return current.as_python_constant() is None
 
 
-def set_deque_maxlen(variable: Any, maxlen: int) -> None:
-    """Puts a deque variable's ``maxlen`` back (see :func:`deque_lost_maxlen`)."""
-    variable.maxlen = constant(maxlen)
-
-
 def load_global(codegen: Any, prefix: str, value: Any) -> None:
     """Makes ``codegen`` load ``value`` as a global of the compiled code."""
     name = install_global(codegen.tx, prefix, value)
@@ -621,14 +539,6 @@ def sourceless_create() -> tuple[Any, str]:
     return SourcelessBuilder, "create"
 
 
-def compares_through_polyfills() -> bool:
-    """Whether Dynamo traces ``a != b`` on other objects through its Python polyfills,
-    which read ``type(a).__ne__`` (torch 2.12 and earlier), rather than through a
-    variable's richcompare slot (2.13 on)."""
-    base = kinds().Base
-    return not any(hasattr(base, name) for name in _RICHCOMPARE_NAMES)
-
-
 def call_no_args_source(source: Any) -> Any:
     """The source of ``source()``, for a guard. Raises :class:`Missing` on torch 2.5."""
     call = sources().CallNoArgs
@@ -642,41 +552,6 @@ def root_code(tx: Any) -> Any:
     return tx.output.root_tx.f_code
 
 
-def skip_keeps_graphs() -> bool:
-    """Whether Dynamo marks a code to run eagerly beside its compiled graphs (exec
-    strategies, torch 2.7 on). Before, the mark replaces them: a code marked in one mode
-    (a graph break inside a ``with`` block) compiles again in the other."""
-    from torch._dynamo import eval_frame
-
-    return getattr(eval_frame, "set_code_exec_strategy", None) is not None
-
-
-def unskip_code(code: Any) -> None:
-    """Makes Dynamo consider ``code`` again after it marked the code to run eagerly for
-    good, keeping its compiled graphs.
-
-    Where Dynamo has no exec strategies (torch 2.6 and earlier), its skip mark replaces
-    a code's compiled graphs: a code with graphs has no mark, and is left alone; one
-    without is reset, which drops nothing.
-    """
-    if skip_keeps_graphs():
-        from torch._dynamo import eval_frame
-        from torch._dynamo.types import FrameAction, FrameExecStrategy
-
-        strategy = FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT)
-        eval_frame.set_code_exec_strategy(code, strategy)
-        return
-    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, reset_code
-
-    if not _debug_get_cache_entry_list(code):
-        reset_code(code)
-
-
-def builder_tx(builder: Any) -> Any:
-    """The translator a VariableBuilder builds for."""
-    return builder.tx
-
-
 def tensor_check() -> tuple[Any, str]:
     """(owner, name) of Dynamo's check of a new frame for tensors."""
     from torch._dynamo import convert_frame
@@ -686,83 +561,122 @@ def tensor_check() -> tuple[Any, str]:
     return convert_frame, "has_tensor_in_frame"
 
 
-def graph_break_function() -> Callable[..., None]:
-    """Dynamo's ``graph_break``, called as ``graph_break(msg=...)``: traced, it ends the
-    graph naming ``msg``; run eagerly, it does nothing. (Where ``graph_break`` takes no
-    message, torch 2.6 and earlier, the message goes through Dynamo's ``comptime``.)"""
-    import torch._dynamo
-
-    graph_break = torch._dynamo.graph_break
-    if "msg" in inspect.signature(graph_break).parameters:
-        return graph_break
-    global _comptime, _bare_graph_break
-    try:
-        from torch._dynamo.comptime import comptime
-    except ImportError:  # no way to name the reason: the bare graph break
-
-        def without_message(msg: str = "") -> None:
-            graph_break()
-
-        return without_message
-    _comptime, _bare_graph_break = comptime, graph_break
-    return _graph_break_naming
-
-
-#: Dynamo's ``comptime`` and ``graph_break``, where ``_graph_break_naming`` uses them:
-#: module globals, so that Dynamo meets them with a source and knows them.
-_comptime: Any = None
-_bare_graph_break: Any = None
-
-
-def _graph_break_naming(msg: str = "") -> None:
-    """``graph_break(msg=...)`` for a Dynamo whose graph_break takes no message."""
-    _comptime(_break_naming_msg)  # traced: raises Dynamo's Unsupported, naming msg
-    _bare_graph_break()  # where that could not: a graph break all the same
-
-
-def _break_naming_msg(context: Any) -> None:
-    """Run by Dynamo as it traces ``_graph_break_naming`` (``comptime``): the graph
-    break, naming the caller's ``msg``. Where it cannot, it returns, and the bare graph
-    break follows."""
-    try:
-        message = str(context.get_local("msg").as_python_constant())
-    except Exception:  # noqa: BLE001 - ours: a break all the same, without the reason
-        message = "graph break"
-    try:
-        unimplemented, structured = _unimplemented()
-    except Exception:  # noqa: BLE001 - ours: never an internal error
-        return
-    if structured:
-        graph_break("Graph break", "", message, "")
-    unimplemented(message)
-
-
-def log_every_graph_break() -> Callable[[], None]:
-    """Makes Dynamo log every graph break in full, not once per source line (Dynamo 2.5
-    logs repeats elsewhere, without the words "Graph break"). Returns how to undo it."""
-    from torch._dynamo import utils
-
-    checker = getattr(utils, "graph_break_dup_warning_checker", None)
-    if checker is None or "add" in vars(checker):
-        return lambda: None
-
-    def add(key: Any) -> bool:
-        return True
-
-    checker.add = add
-
-    def undo() -> None:
-        if vars(checker).get("add") is add:
-            del checker.add
-
-    return undo
-
-
 def reset_compiled_code() -> None:
     """Drops compiled graphs so that none traced with a removed twin runs again."""
     import torch._dynamo
 
     torch._dynamo.reset()
+
+
+def has_exec_strategies() -> bool:
+    """Whether Dynamo has per-code exec strategies (``set_code_exec_strategy``)."""
+    from torch._dynamo import eval_frame
+
+    return getattr(eval_frame, "set_code_exec_strategy", None) is not None
+
+
+def load() -> None:
+    """Imports Dynamo (the twins register once it is loaded)."""
+    importlib.import_module("torch._dynamo")
+
+
+def substitute_in_graph() -> Callable[..., Any]:
+    """``torch.compiler.substitute_in_graph``; :class:`Missing` before torch 2.5."""
+    import torch.compiler
+
+    found = getattr(torch.compiler, "substitute_in_graph", None)
+    if found is None:
+        raise Missing("torch.compiler.substitute_in_graph")
+    return found
+
+
+def counters() -> Any:
+    """Dynamo's event counters (``torch._dynamo.utils.counters``), by kind then event."""
+    from torch._dynamo.utils import counters as found
+
+    return found
+
+
+def realize_all(variable: Any) -> None:
+    """Dynamo's ``LazyVariableTracker.realize_all``: builds every lazy variable inside."""
+    lazy = importlib.import_module("torch._dynamo.variables.lazy")
+    lazy.LazyVariableTracker.realize_all(variable)
+
+
+def comptime() -> Any:
+    """Dynamo's ``comptime``: a function traced code calls to run Python while tracing."""
+    from torch._dynamo.comptime import comptime as found
+
+    return found
+
+
+def is_tracing() -> bool:
+    """Whether Dynamo is tracing a frame now, in this thread."""
+    from torch._guards import TracingContext
+
+    return TracingContext.try_get() is not None
+
+
+# Dynamo's graph-break log, whose format each release words its own way.
+@functools.cache
+def _report_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    # Compiled on first use: most programs never read the log.
+    return (
+        re.compile(r"Graph break.*? in user code at (.+):(\d+)"),
+        re.compile(r"User-inserted graph break\. Message: (.+)"),
+        re.compile(r'File "(.+)", line (\d+), in (\S+)'),
+    )
+
+
+# Lines that lead in to the cause of a graph break, rather than say it.
+_PREAMBLES = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
+
+
+def read_graph_break(message: str) -> tuple[str, str, list[str]]:
+    """(location, reason, user frames) of one report in Dynamo's graph-break log, in the
+    format of any supported release.
+
+    >>> read_graph_break("Graph break in user code at f.py:3\\nReason: Unsupported: why")
+    ('f.py:3', 'why', [])
+    """
+    location_pattern, user_message_pattern, frame_pattern = _report_patterns()
+    found = location_pattern.search(message)
+    frames = [f"{path}:{line}" for path, line, _ in frame_pattern.findall(message)]
+    # Dynamo 2.5 names no location but the user frames, innermost last.
+    location = f"{found.group(1)}:{found.group(2)}" if found else (frames or ["<unknown>"])[-1]
+    reason = "<unknown>"
+    lines = message.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("Graph Break Reason:"):
+            candidates = [line.removeprefix("Graph Break Reason:").strip(), *lines[index + 1 :]]
+            for candidate in candidates:
+                text = candidate.strip()
+                if text and not text.startswith(_PREAMBLES):
+                    reason = text
+                    break
+            break
+        if line.startswith("Reason: "):  # torch 2.6 and earlier: "Reason: Unsupported: ..."
+            reason = line.removeprefix("Reason: ").removeprefix("Unsupported: ").strip()
+            break
+    raised = re.search(r"Developer debug context: raised exception (.+)", message)
+    if reason == "Observed exception" and raised:
+        # Dynamo before 2.12 shows the arguments as its variables: [ConstantVariable(str: "m")]
+        shown = re.sub(r'\[ConstantVariable\(str: (".*")\)\]', r"\1", raised.group(1).strip())
+        reason = f"raises {shown}"
+    user_message = user_message_pattern.search(message)
+    if user_message and user_message.group(1).strip() != "None":
+        reason = user_message.group(1).strip()
+    return location, reason, frames
+
+
+def graph_break_report(record: logging.LogRecord) -> str:
+    """The text of one graph-break log record (Dynamo 2.5 keeps the reason in the
+    exception it logs with)."""
+    message = record.getMessage()
+    raised = record.exc_info[1] if record.exc_info else None
+    if raised is not None:
+        message += f"\nReason: {type(raised).__name__}: {raised}"
+    return message
 
 
 def lookup_backend(name: str) -> Callable[..., Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import internals
 from .guards import guard_dict_order
-from .optree_c import wrap
+from .optree_spec import wrap
 from .reading import (
     FAST_PATH_MAX_DEPTH,
     LEAF,
@@ -57,7 +57,7 @@ def _skeleton(variable: Any, none_is_leaf: bool, leaves: list[Any], above: list[
     kind, first, keys, children = node(variable, sort=False)
     if kind == LEAF:
         is_constant = type(first) is internals.kinds().Constant
-        if not none_is_leaf and is_constant and internals.constant_value(first) is None:
+        if not none_is_leaf and is_constant and internals.read(first, "value") is None:
             return None
         leaves.append(first)
         return len(leaves) - 1

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import internals
+from . import capabilities, internals, patches
 from .runtime import STATS, step_aside
+
+if TYPE_CHECKING:
+    from torch._dynamo.variables.base import VariableTracker
 
 Method = TypeVar("Method", bound=Callable[..., Any])
 
@@ -20,9 +23,11 @@ __all__ = [
     "CONSTANT_TYPES",
     "DEFAULTDICT_LEFT_AS_DICT",
     "FAST_PATH_MAX_DEPTH",
+    "NOT_CONSTANT",
     "OPTREE_MAX_DEPTH",
     "Cycle",
     "Fallback",
+    "constant_or",
     "dynamo_own_errors",
     "node",
     "tree_options",
@@ -35,8 +40,8 @@ def dynamo_own_errors() -> tuple[type[BaseException], ...]:
     package's guards; none where the seam cannot name them, so that every exception
     then makes the call step aside, and the guard itself never fails.
 
-    >>> isinstance(dynamo_own_errors(), tuple)
-    True
+    >>> [error.__name__ for error in dynamo_own_errors()]
+    ['TorchDynamoException']
     """
     try:
         return internals.dynamo_errors()
@@ -81,21 +86,23 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
     anything but an exact list, tuple or dict, a tensor or a constant.
     """
     k = internals.kinds()
-    variable = variable.realize()
+    variable = internals.call(variable, "realize")
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
         return (
             (LIST if cls is k.List else TUPLE),
             variable,
             None,
-            internals.sequence_items(variable),
+            list(internals.read(variable, "items")),
         )
     if cls is k.Dict and internals.dict_class(variable) is dict:
         entries = []
         for key_variable, tracker, value in internals.dict_entries(variable):
-            if isinstance(value, k.Deleted) or not key_variable.is_python_constant():
+            if isinstance(value, k.Deleted) or not internals.call(
+                key_variable, "is_python_constant"
+            ):
                 raise Fallback
-            key = key_variable.as_python_constant()
+            key = internals.call(key_variable, "as_python_constant")
             if type(key) not in KEY_TYPES:
                 raise Fallback
             entries.append((key, tracker, key_variable, value))
@@ -106,8 +113,8 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
             raise Fallback from None
         return DICT, variable, [entry[:3] for entry in entries], [entry[3] for entry in entries]
     if (
-        (cls is k.Tensor and variable.python_type() in k.tensor_types)
-        or (cls is k.Constant and type(internals.constant_value(variable)) in CONSTANT_TYPES)
+        (cls is k.Tensor and internals.call(variable, "python_type") in k.tensor_types)
+        or (cls is k.Constant and type(internals.read(variable, "value")) in CONSTANT_TYPES)
         or cls is k.Symbol
     ):
         return LEAF, variable, None, []
@@ -151,7 +158,7 @@ def _skip_frame(tx: Any, message: str) -> None:
     """Runs the whole frame eagerly: Dynamo's exception leaves here. Returns where this
     Dynamo cannot, or the attempt failed (then logged and counted)."""
     try:
-        internals.skip_frame(message, tx)
+        patches.skip_frame(message, tx)
     except dynamo_own_errors():
         raise
     except internals.Missing:
@@ -196,7 +203,7 @@ def cycle_break(what: str, tx: Any = None) -> Any:
     """A structure that contains itself: run eagerly, the call raises optree's own error."""
     try:
         recurses = tx is not None and not internals.is_fullgraph(tx)
-        recurses = recurses and internals.break_recurses_on_cycles()
+        recurses = recurses and capabilities.has("break_recurses_on_cycles")
     except Exception as error:  # noqa: BLE001 - ours: a graph break, as elsewhere
         step_aside("the check for a cycle's graph break", error)
         recurses = False
@@ -219,9 +226,18 @@ def is_variable(value: Any) -> bool:
 
 def is_none(variable: Any) -> bool:
     """Whether a variable is absent or the constant None."""
-    return variable is None or (
-        variable.is_python_constant() and variable.as_python_constant() is None
-    )
+    return variable is None or constant_or(variable, ...) is None
+
+
+#: What :func:`constant_or` gives, by default, for a variable that is no constant.
+NOT_CONSTANT: Any = object()
+
+
+def constant_or(variable: VariableTracker, default: Any = NOT_CONSTANT) -> Any:
+    """The constant a variable stands for, or ``default`` where it is not one."""
+    if internals.call(variable, "is_python_constant"):
+        return internals.call(variable, "as_python_constant")
+    return default
 
 
 def tree_options(bound: dict[str, Any], what: str, strict: bool) -> tuple[Any, bool, str]:
@@ -236,7 +252,7 @@ def tree_options(bound: dict[str, Any], what: str, strict: bool) -> tuple[Any, b
         variable = bound.get(name)
         value = default
         if variable is not None:
-            value = variable.as_python_constant() if variable.is_python_constant() else None
+            value = constant_or(variable, None)
             if type(value) is not kind:
                 if strict:
                     raise Fallback

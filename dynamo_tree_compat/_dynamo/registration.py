@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import internals
+from . import internals, patches
 from .guards import guard_flag
 from .handlers import FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
 from .reading import dynamo_own_errors
@@ -35,9 +35,9 @@ _PREVIOUS_DISPATCH: dict[int, tuple[Callable[..., Any], Any]] = {}
 
 def substitution_support() -> str | None:
     """None if this torch can register twins, else the reason why not."""
-    import torch.compiler
-
-    if not hasattr(torch.compiler, "substitute_in_graph"):
+    try:
+        internals.substitute_in_graph()
+    except Exception:  # noqa: BLE001 - missing, or moved: no twin can register
         return SUBSTITUTE_UNAVAILABLE
     return None
 
@@ -51,10 +51,8 @@ def substitute(
     Returns the handle Dynamo made, which :func:`unsubstitute` needs. Raises
     ValueError if something already handles ``original``.
     """
-    from torch.compiler import substitute_in_graph
-
     # Our gates take (*args, **kwargs); tests compare each twin's signature instead.
-    register = substitute_in_graph(
+    register = internals.substitute_in_graph()(
         original, can_constant_fold_through=fold, skip_signature_check=True
     )
     return register(twin)
@@ -99,7 +97,7 @@ def route(
     def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
         LOG.debug("Dynamo met %s: tracing its twin", name)
         try:
-            tx = internals.builder_tx(builder)
+            tx = internals.read(builder, "tx")
             guard_flag(tx, flag_path)
             traced(internals.root_code(tx))
         except dynamo_own_errors():
@@ -108,7 +106,10 @@ def route(
             step_aside(f"the mode guard of {name}", error)
         variable = dispatch(builder, value)
         if handled_class is not None and type(variable) is handled_class.__base__:
-            variable.__class__ = handled_class
+            try:
+                patches.set_class(variable, handled_class)
+            except Exception as error:  # noqa: BLE001 - the registered twin's way
+                step_aside(f"the handler of {name}", error)
         return variable
 
     _PREVIOUS_DISPATCH.setdefault(id(original), (original, dispatch))

@@ -29,12 +29,12 @@ import logging
 import sys
 from collections import abc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _base, _nodes, _python_layer
 
 # What dm-tree's module offers besides its public functions, as dm-tree names it: the
-# registry, downstream code (Keras 3.0) and dm-tree's own test suite use these.
+# table, downstream code (Keras 3.0) and dm-tree's own test suite use these.
 from ._base import (  # noqa: F401
     _IF_SHALLOW_IS_SEQ_INPUT_MUST_BE_SEQ,
     _IF_SHALLOW_IS_SEQ_INPUT_MUST_BE_SEQ_WITH_PATH,
@@ -61,7 +61,7 @@ from ._base import (  # noqa: F401
     _Marker,
     _values,
 )
-from ._nodes import (  # noqa: F401
+from ._nodes import (
     _attrs_field_names,
     _attrs_field_names_folded,
     _children,
@@ -89,9 +89,13 @@ from ._python_layer import (  # noqa: F401
     _yield_value,
 )
 
+# dm-tree's public API; and, for the installer, connect and the tracing helpers.
 __all__ = [
     "MAP_TO_NONE",
+    "TRACING_HELPERS",
+    "TracingHelpers",
     "assert_same_structure",
+    "connect",
     "flatten",
     "flatten_up_to",
     "flatten_with_path",
@@ -107,9 +111,10 @@ __all__ = [
 ]
 
 
-def _connect(map_to_none: Any, tensor: type, parameter: type) -> None:
+def connect(map_to_none: Any, tensor: type, parameter: type) -> None:
     """Tells the twins what only a process with dm-tree and torch has: dm-tree's own
-    ``MAP_TO_NONE``, and torch's tensor classes (leaves, compared by exact class)."""
+    ``MAP_TO_NONE``, and torch's tensor classes (leaves, compared by exact class). The
+    installer calls it once dm-tree's twins are registered."""
     for module in (_base, _nodes, _python_layer, sys.modules[__name__]):
         module._dm_tree_map_to_none = map_to_none
         module._TENSOR, module._PARAMETER = tensor, parameter
@@ -621,3 +626,49 @@ def _result_or(result: Any, default: Any) -> Any:
 
 def _same(value: Any) -> Any:
     return value
+
+
+class TracingHelpers(NamedTuple):
+    """The twins' own helpers that the installer has Dynamo trace another way, each with
+    what stands in for it: dm-tree's rules hold eagerly, Dynamo's limits while tracing.
+
+    >>> TRACING_HELPERS.depth_limit(), TRACING_HELPERS.traced_max_depth
+    (5000, 1000)
+    >>> TRACING_HELPERS.sorted_keys_checked({"b": 1, "a": 2})
+    ['a', 'b']
+    """
+
+    #: Eager-only side effects (stderr, logging), which do nothing while tracing.
+    warn_about_set: Callable[[], None]
+    check_types_deprecated: Callable[[], None]
+    #: MAX_DEPTH eagerly; while tracing, ``traced_max_depth`` (the C library's depth).
+    depth_limit: Callable[[], int]
+    traced_max_depth: int
+    has_attrs_fields: Callable[[Any], bool]
+    has_attrs_fields_traced: Callable[[Any], bool]
+    #: Folded on constants while tracing: Dynamo 2.5 and 2.6 cannot iterate the fields.
+    attrs_field_names: Callable[[Any], tuple[str, ...]]
+    attrs_field_names_folded: Callable[[Any], tuple[str, ...] | None]
+    #: Where Dynamo's sort lets a comparison's TypeError escape (before torch 2.11).
+    sorted_keys: Callable[[Any], list[Any]]
+    sorted_keys_checked: Callable[[Any], list[Any]]
+    #: Where Dynamo cannot call ``defaultdict(factory, items)`` (before torch 2.10).
+    defaultdict_like: Callable[[Any, Any], Any]
+    defaultdict_like_copied: Callable[[Any, Any], Any]
+
+
+#: The helpers the installer stands in for while tracing.
+TRACING_HELPERS = TracingHelpers(
+    warn_about_set=_warn_about_set,
+    check_types_deprecated=_check_types_deprecated,
+    depth_limit=_depth_limit,
+    traced_max_depth=TRACED_MAX_DEPTH,
+    has_attrs_fields=_has_attrs_fields,
+    has_attrs_fields_traced=_has_attrs_fields_traced,
+    attrs_field_names=_attrs_field_names,
+    attrs_field_names_folded=_attrs_field_names_folded,
+    sorted_keys=_sorted_keys,
+    sorted_keys_checked=_sorted_keys_checked,
+    defaultdict_like=_defaultdict_like,
+    defaultdict_like_copied=_defaultdict_like_copied,
+)

@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - wrapt comes with dm-tree
 
 #: Special value for :func:`traverse`: return it to replace a sub-tree with None.
 MAP_TO_NONE: Any = object()
-# dm-tree's own sentinel, set by the registry when it registers these twins for dm-tree
+# dm-tree's own sentinel, set by connect() once the installer registers these twins
 # (importing dm-tree here would load it into programs that never use it).
 _dm_tree_map_to_none: Any = MAP_TO_NONE
 
@@ -81,7 +81,7 @@ TRACED_MAX_DEPTH = 1_000
 
 
 def _depth_limit() -> int:
-    """MAX_DEPTH; the registry makes it TRACED_MAX_DEPTH while Dynamo traces."""
+    """MAX_DEPTH; the installer makes it TRACED_MAX_DEPTH while Dynamo traces."""
     return MAX_DEPTH
 
 
@@ -109,7 +109,7 @@ class _NoSuchType:
 
 
 # Exact tensor types, the commonest leaves, tested first in the hot loops. This module
-# does not import torch; the registry fills these in when it registers the twins.
+# does not import torch; connect() fills these in once the installer registers the twins.
 _TENSOR: type = _NoSuchType
 _PARAMETER: type = _NoSuchType
 

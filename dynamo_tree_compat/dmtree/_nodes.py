@@ -64,7 +64,7 @@ def _is_attrs(instance: object) -> bool:
 def _has_attrs_fields(cls: Any) -> bool:
     """Whether a class has ``__attrs_attrs__`` (as attrs classes do).
 
-    While Dynamo traces, the registry puts :func:`_has_attrs_fields_traced` in its place.
+    While Dynamo traces, the installer puts :func:`_has_attrs_fields_traced` in its place.
     """
     return hasattr(cls, "__attrs_attrs__")
 
@@ -72,7 +72,7 @@ def _has_attrs_fields(cls: Any) -> bool:
 def _attrs_field_names(cls: Any) -> tuple[str, ...]:
     """The names of an attrs class's fields, in order.
 
-    While Dynamo traces, the registry folds calls of it to a constant (the class is known
+    While Dynamo traces, the installer folds calls of it to a constant (the class is known
     then): Dynamo of torch 2.5 and 2.6 cannot iterate ``__attrs_attrs__``.
     """
     return tuple(field.name for field in cls.__attrs_attrs__)
@@ -137,7 +137,7 @@ def _sorted_keys(keys: Iterable[Any]) -> list[Any]:
     """``sorted(keys)``, with Python's own error if they can't be sorted.
 
     Where Dynamo's ``sorted()`` cannot raise that error as the user's (before torch
-    2.11), the registry has :func:`_sorted_keys_checked` traced in its place.
+    2.11), the installer has :func:`_sorted_keys_checked` traced in its place.
 
     >>> _sorted_keys({"b": 1, "a": 2})
     ['a', 'b']

@@ -92,7 +92,7 @@ def _defaultdict_like(instance: Any, pairs: Iterable[tuple[Any, Any]]) -> Any:
     """A defaultdict of ``instance``'s type and factory, holding ``pairs``.
 
     Where Dynamo cannot call ``defaultdict(factory, pairs)`` with a factory read in
-    traced code (torch 2.9), the registry has :func:`_defaultdict_like_copied` traced
+    traced code (torch 2.9), the installer has :func:`_defaultdict_like_copied` traced
     in its place.
 
     >>> _defaultdict_like(collections.defaultdict(list), [("a", 1)])

@@ -63,8 +63,9 @@ def test_autoload_loads_nothing_heavy_into_import_torch() -> None:
     completed = run_fresh(
         """
         import sys, torch
-        print([m for m in ("torch._dynamo", "tree", "optree", "dynamo_tree_compat.substitutions",
-                           "dynamo_tree_compat.dmtree") if m in sys.modules])
+        print([m for m in ("torch._dynamo", "tree", "optree", "dynamo_tree_compat.installer",
+                           "dynamo_tree_compat.substitutions", "dynamo_tree_compat.dmtree")
+               if m in sys.modules])
         print("dynamo_tree_compat.activation" in sys.modules)
         """
     )
@@ -94,7 +95,7 @@ def test_switched_off_import_still_allows_a_scope() -> None:
     assert completed.stdout.strip() == "[tensor([1.])]"
 
 
-@pytest.mark.parametrize("broken", ["activation.arm", "substitutions.install"])
+@pytest.mark.parametrize("broken", ["activation.arm", "installer.install"])
 def test_failures_in_the_hook_never_break_import_torch(broken: str) -> None:
     module, function = broken.split(".")
     completed = run_fresh(
@@ -230,11 +231,11 @@ def test_uninstall_then_install_in_a_fresh_process() -> None:
     completed = run_fresh(
         """
         import torch, tree, dynamo_tree_compat
-        from dynamo_tree_compat import substitutions
+        from dynamo_tree_compat import installer
         fn = torch.compile(lambda x: tree.flatten([x]), fullgraph=True, backend="eager")
         fn(torch.ones(1))
         dynamo_tree_compat.uninstall()
-        print(substitutions.REGISTERED == {}, dynamo_tree_compat.status().mode)
+        print(installer.REGISTERED == {}, dynamo_tree_compat.status().mode)
         try:
             fn(torch.ones(1))
             print("traced")
@@ -297,7 +298,7 @@ def test_threads_scoping_and_installing_while_dynamo_is_imported() -> None:
         import faulthandler, threading
         faulthandler.dump_traceback_later(120, exit=True)  # a deadlock fails, loudly
         import torch, tree, dynamo_tree_compat
-        from dynamo_tree_compat import substitutions
+        from dynamo_tree_compat import installer, substitutions
         errors = []
         go = threading.Barrier(9)
 
@@ -324,9 +325,9 @@ def test_threads_scoping_and_installing_while_dynamo_is_imported() -> None:
         dynamo_tree_compat.install()
         fn = torch.compile(lambda x: tree.flatten([x, (x,)]), backend="eager", fullgraph=True)
         print(errors, sum(t.is_alive() for t in churners),
-              set(substitutions.REGISTERED) == {
+              set(installer.REGISTERED) == {
                   s.original_name for s in substitutions.DM_TREE + substitutions.OPTREE
-                  if s.original() is not None},
+                  if s.original() is not None and installer.needed(s)},
               len(fn(torch.ones(1))))
         """,
         timeout=300,

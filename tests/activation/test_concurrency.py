@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import dynamo_tree_compat
-from dynamo_tree_compat import substitutions
+from dynamo_tree_compat import installer, substitutions
 from tests.helpers import workers
 from tests.helpers.dynamo_support import needs_torch
 from tests.helpers.structures import assert_identical
@@ -101,7 +101,7 @@ def test_scopes_install_and_uninstall_from_8_threads_while_2_threads_compile() -
     assert not [thread for thread in togglers + compilers if thread.is_alive()], "deadlock"
     assert not errors, errors
     # No lost registration: every twin is registered, and a full graph traces again.
-    assert {s.original_name for s in substitutions.DM_TREE} <= set(substitutions.REGISTERED)
+    assert {s.original_name for s in substitutions.DM_TREE} <= set(installer.REGISTERED)
     assert dynamo_tree_compat.config.twins_enabled is True
     torch._dynamo.reset()
     step = _fresh_function(999)

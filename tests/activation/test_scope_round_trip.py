@@ -112,7 +112,7 @@ def test_a_keras_like_name_scope_around_a_layer() -> None:
 
 @pytest.mark.parametrize("function", [with_optree, with_dmtree], ids=["optree", "dm-tree"])
 @pytest.mark.skipif(
-    not _dynamo.skip_keeps_graphs(),
+    not _dynamo.capability("skip_keeps_graphs"),
     reason=f"torch {torch.__version__}: Dynamo's mark to run a code eagerly replaces its "
     "compiled graphs (no exec strategies), so each return to a mode compiles again",
 )

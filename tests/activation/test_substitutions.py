@@ -1,4 +1,5 @@
-"""The registry: each twin matches its original's signature, registers once, replaces nothing."""
+"""The table and its installer: each twin matches its original's signature, registers once,
+replaces nothing."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 import torch
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo, substitutions
+from dynamo_tree_compat import _dynamo, installer, substitutions
 from dynamo_tree_compat._dynamo import internals
+from dynamo_tree_compat.outcomes import Kind
 from tests.helpers.fresh import run_fresh
 
 tree = pytest.importorskip("tree")
@@ -32,18 +34,22 @@ def test_every_substitution_is_registered_here() -> None:
     torch._dynamo.reset()
     dynamo_tree_compat.install()
     every = substitutions.DM_TREE + substitutions.OPTREE
-    present = {s.original_name for s in every if s.original() is not None}
-    assert set(substitutions.REGISTERED) == present
-    assert set(substitutions.NOT_REGISTERED) == {s.original_name for s in every} - present
+    present = {s.original_name for s in every if s.original() is not None and installer.needed(s)}
+    assert set(installer.REGISTERED) == present
+    assert set(installer.NOT_REGISTERED) == {s.original_name for s in every} - present
+    assert {o.kind for o in installer.NOT_REGISTERED.values()} <= {
+        Kind.LIBRARY_LACKS_IT,
+        Kind.NO_TWIN_NEEDED,
+    }
     states = dynamo_tree_compat.status().functions
     assert {states[name] for name in present} == {"registered"}
 
 
 def test_install_is_idempotent() -> None:
-    before = dict(substitutions.REGISTERED)
-    assert substitutions.install() == {}
+    before = dict(installer.REGISTERED)
+    assert installer.install() == {}
     dynamo_tree_compat.install()
-    assert substitutions.REGISTERED == before
+    assert installer.REGISTERED == before
 
 
 def test_originals_are_untouched_in_a_fresh_process() -> None:
@@ -73,8 +79,8 @@ def test_registers_whichever_of_dynamo_and_dm_tree_loads_last() -> None:
             import dynamo_tree_compat
             {order}
             import torch
-            from dynamo_tree_compat import substitutions
-            assert "tree.flatten" in substitutions.REGISTERED
+            from dynamo_tree_compat import installer
+            assert "tree.flatten" in installer.REGISTERED
             fn = torch.compile(lambda x: tree.map_structure(abs, {{"a": x}}), fullgraph=True,
                                backend="eager")
             print(fn(-torch.ones(1))["a"].item())
@@ -97,8 +103,8 @@ def test_without_dm_tree_installation_status_says_so_and_optree_still_registers(
             import dynamo_tree_compat, torch._dynamo
             import torch
             torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
-        from dynamo_tree_compat import substitutions
-        assert {name.split(".")[0] for name in substitutions.REGISTERED} == {"optree"}
+        from dynamo_tree_compat import installer
+        assert {name.split(".")[0] for name in installer.REGISTERED} == {"optree"}
         print(dynamo_tree_compat.status().functions["tree.flatten"])
         print([str(w.message) for w in caught if w.category.__name__ ==
                "DynamoTreeCompatWarning"])
@@ -123,8 +129,8 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import dynamo_tree_compat, tree, torch._dynamo
     import tree as again, optree
-from dynamo_tree_compat import substitutions
-assert substitutions.REGISTERED == {{}}
+from dynamo_tree_compat import installer
+assert installer.REGISTERED == {{}}
 messages = [str(w.message) for w in caught if w.category.__name__ ==
             "DynamoTreeCompatWarning"]
 print(len(messages), messages[0])
@@ -138,8 +144,8 @@ def test_any_torch_switch_activates_outside_the_supported_releases() -> None:
 import torch
 torch.__version__ = "2.16.0"
 import dynamo_tree_compat, tree, torch._dynamo
-from dynamo_tree_compat import substitutions
-print("tree.flatten" in substitutions.REGISTERED)
+from dynamo_tree_compat import installer
+print("tree.flatten" in installer.REGISTERED)
 x = torch.ones(1)
 print(torch.compile(lambda x: tree.flatten([x * 2]), backend="eager", fullgraph=True)(x))
 """
@@ -169,7 +175,7 @@ except torch._dynamo.exc.Unsupported:
 """,
         any_torch="0",
     )
-    (low_major, low_minor), (high_major, high_minor) = substitutions.TORCH_RANGE
+    (low_major, low_minor), (high_major, high_minor) = installer.TORCH_RANGE
     assert first == (
         "1 dynamo-tree-compat is doing nothing: torch 2.16.0 is outside the releases this "
         f"package supports ({low_major}.{low_minor} to {high_major}.{high_minor})"
@@ -185,8 +191,8 @@ def test_uninstall_falls_back_when_dynamo_tables_have_moved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(internals, "registration_tables", _moved)
-    assert set(substitutions.uninstall()) == set(substitutions.REGISTERED) != set()
-    assert "tree.flatten" in substitutions.REGISTERED  # left in place, still working
+    assert set(installer.uninstall()) == set(installer.REGISTERED) != set()
+    assert "tree.flatten" in installer.REGISTERED  # left in place, still working
     monkeypatch.undo()
     torch._dynamo.reset()
     x = torch.ones(1)
@@ -198,8 +204,8 @@ def test_mode_guard_falls_back_when_dynamo_tables_have_moved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(internals, "registration_tables", _moved)
-    assert not _dynamo.route(tree.flatten, "tree.flatten", substitutions.MODE_FLAG)
+    assert not _dynamo.route(tree.flatten, "tree.flatten", installer.MODE_FLAG)
 
 
 def test_every_registration_guards_on_the_mode() -> None:
-    assert substitutions.UNGUARDED == set()
+    assert installer.UNGUARDED == set()

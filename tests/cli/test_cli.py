@@ -98,10 +98,10 @@ def test_doctor_all_prints_every_function_and_every_break() -> None:
 def test_doctor_exits_non_zero_with_a_reason_when_twins_cannot_register() -> None:
     code = textwrap.dedent(
         """
-        from dynamo_tree_compat import substitutions
+        from dynamo_tree_compat import installer
         def broken():
             raise RuntimeError("simulated")
-        substitutions.install = broken
+        installer.install = broken
         from dynamo_tree_compat.cli import main
         raise SystemExit(main(["doctor", "--backend", "eager", "--steps", "1"]))
         """
@@ -177,12 +177,12 @@ def test_torch_without_optree_polyfills_still_traces_optree() -> None:
         """
         import torch, torch._dynamo, optree, tree
         import dynamo_tree_compat
-        from dynamo_tree_compat import _dynamo, cli
+        from dynamo_tree_compat import _dynamo, report
         for original, handle in _dynamo.torch_polyfills().items():
             if str(getattr(original, "__module__", "")).startswith("optree"):
                 _dynamo.unsubstitute(original, handle)
         dynamo_tree_compat.install()  # DYNAMO_TREE_COMPAT=0: nothing registered before
-        states = {name: state for library, name, state in cli.coverage() if library == "optree"}
+        states = {name: state for library, name, state in report.coverage() if library == "optree"}
         print(states["optree.tree_leaves"])
         print(states["optree.tree_unflatten"])
         x = torch.ones(2)

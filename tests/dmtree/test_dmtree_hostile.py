@@ -61,7 +61,9 @@ def test_nested_thousands_of_levels_deep() -> None:
     with pytest.raises(RecursionError):
         tree.flatten(deep)  # the C library overflows; the twin does better
     assert dmtree.flatten(deep) == [0]
-    assert dmtree.unflatten_as(deep, [1]) is not None
+    unflattened = dmtree.unflatten_as(deep, [1])
+    assert dmtree.flatten(unflattened) == [1]
+    dmtree.assert_same_structure(deep, unflattened)
     dmtree.assert_same_structure(deep, dmtree.map_structure(lambda v: v, deep))
     assert len(dmtree.flatten_with_path(deep)[0][0]) == 4000
 

@@ -382,6 +382,8 @@ def test_deep_nesting_beyond_the_c_recursion_limit() -> None:
     with pytest.raises(RecursionError):
         tree.flatten(deep)
     assert dmtree.flatten(deep) == [0]
-    assert dmtree.map_structure(lambda v: v + 1, deep) is not None
+    mapped = dmtree.map_structure(lambda v: v + 1, deep)
+    assert dmtree.flatten(mapped) == [1]
+    dmtree.assert_same_structure(deep, mapped)
     dmtree.assert_same_structure(deep, deep)
     assert dmtree.flatten_with_path(deep)[0][1] == 0

@@ -10,6 +10,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import pathlib
 import re
 import time
 import types
@@ -31,6 +32,7 @@ __all__ = [
     "needs_dynamo",
     "needs_torch",
     "new_defaultdict",
+    "raised_in_package",
     "require_dynamo",
     "with_a_graph_op",
 ]
@@ -246,15 +248,44 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
 }
 
 
+_PACKAGE = pathlib.Path(dynamo_tree_compat.__file__).resolve().parent
+
+
+def raised_in_package(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, was raised in this package's own
+    code (its innermost frame is there), rather than by Dynamo.
+
+    >>> raised_in_package(ValueError("no traceback"))
+    False
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        trace = current.__traceback__
+        while trace is not None and trace.tb_next is not None:
+            trace = trace.tb_next
+        if trace is not None:
+            path = pathlib.Path(trace.tb_frame.f_code.co_filename).resolve()
+            if _PACKAGE in path.parents:
+                return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 @functools.cache
 def dynamo_traces(feature: str) -> bool:
     """Whether this torch's Dynamo traces ``feature`` (a key of :data:`FEATURES`) in one
-    graph, to a result of eager's type, tried once. Dynamo's warnings about the probe
-    (such as "does not know how to trace the builtin") are the answer, not news: they
-    are kept out of the test run's summary.
+    graph, to a result of eager's type, tried once. An error Dynamo raises means it does
+    not; an error raised in this package's own code fails loudly, never as a skip.
+    Dynamo's warnings about the trial (such as "does not know how to trace the
+    builtin") are the answer, not news: they are kept out of the test run's summary.
+    ``tests/internals/test_capabilities.py`` pins each release's answers.
 
-    >>> dynamo_traces("tuple.__repr__") in (True, False)
-    True
+    >>> dynamo_traces("no such feature")
+    Traceback (most recent call last):
+    ...
+    KeyError: 'no such feature'
     """
     use, _ = FEATURES[feature]
     scope = contextlib.nullcontext()
@@ -266,7 +297,9 @@ def dynamo_traces(feature: str) -> bool:
             result = torch.compile(_probe(feature, use), backend="eager", fullgraph=True)(
                 torch.ones(1)
             )
-    except Exception:  # noqa: BLE001 - any failure: Dynamo does not trace it
+    except Exception as error:
+        if raised_in_package(error):
+            raise AssertionError(f"trying {feature!r} failed in dynamo-tree-compat") from error
         return False
     return type(result) is type(use(torch.ones(1)))
 

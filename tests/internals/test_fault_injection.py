@@ -20,8 +20,8 @@ import pytest
 import torch
 import tree
 
-from dynamo_tree_compat import _dynamo, substitutions
-from dynamo_tree_compat._dynamo import internals
+from dynamo_tree_compat import _dynamo, installer
+from dynamo_tree_compat._dynamo import capabilities, internals, patches
 from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import assert_identical
 
@@ -29,18 +29,24 @@ Point = collections.namedtuple("Point", "x y")
 SPEC = optree.tree_structure({"b": 0, "a": (0, None)}, none_is_leaf=True)
 
 # Not Dynamo accesses, or only used outside tracing by the CLI and activation.
-NOT_READ_WHILE_TRACING = {"lookup_backend", "reset_compiled_code"}
-# Without it the package cannot tell which function Dynamo met: every call goes torch's
-# way, torch's own mistakes included.
-ALL_TO_TORCH = {"function_of"}
+NOT_READ_WHILE_TRACING = {"lookup_backend", "reset_compiled_code", "counters", "load"}
+# Without these (a function variable's ``fn``, the generic accessor that reads it, or
+# making Dynamo's variable this package's) the package cannot tell which function Dynamo
+# met: every call goes torch's way,
+# torch's own mistakes included.
+ALL_TO_TORCH = {"fn", "read", "call", "set_class"}
+#: Every function of the seam's two halves, listed from the seam itself.
 SEAM = sorted(
-    name
-    for name, value in vars(internals).items()
+    (module.__name__.rpartition(".")[2], name)
+    for module in (internals, patches)
+    for name, value in vars(module).items()
     if inspect.isfunction(value)
-    and value.__module__ == internals.__name__
+    and value.__module__ == module.__name__
     and not name.startswith("_")
     and name not in NOT_READ_WHILE_TRACING
 )
+#: Every attribute of Dynamo's objects the generic accessor reads.
+READS = sorted(internals.READS)
 
 
 def workload(x: torch.Tensor, queue: collections.deque[Any], *, torch_bugs: bool = True) -> Any:
@@ -107,29 +113,63 @@ def test_the_workload_traces_in_one_graph_without_faults(fresh: None) -> None:
     assert not any(key.startswith("stepped aside:") for key in _dynamo.STATS)
 
 
-@pytest.mark.parametrize("name", SEAM)
+@pytest.mark.parametrize(("module", "name"), SEAM)
 def test_a_broken_seam_function_while_tracing_steps_aside(
-    name: str, fresh: None, monkeypatch: pytest.MonkeyPatch
+    module: str, name: str, fresh: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each seam function raising while Dynamo traces: eager's result, no internal error."""
-    monkeypatch.setattr(internals, name, _broken(name))
+    monkeypatch.setattr(_SEAM_MODULES[module], name, _broken(name))
     _compiled_like_eager(torch_bugs=name not in ALL_TO_TORCH)
 
 
-@pytest.mark.parametrize("name", SEAM)
-def test_a_broken_seam_function_while_registering_leaves_torch_working(
+def _reading_broken(broken: str) -> Callable[[Any, str], Any]:
+    def get(owner: Any, name: str) -> Any:
+        if name == broken:
+            raise AttributeError(f"injected: torch renamed {type(owner).__name__}.{name}")
+        return getattr(owner, name)
+
+    return get
+
+
+@pytest.mark.parametrize("name", READS)
+def test_a_renamed_attribute_while_tracing_steps_aside(
     name: str, fresh: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each attribute the generic accessor reads, renamed in a future Dynamo: eager's
+    result, no internal error."""
+    monkeypatch.setattr(internals, "_get", _reading_broken(name))
+    _compiled_like_eager(torch_bugs=name not in ALL_TO_TORCH)
+
+
+@pytest.mark.parametrize("name", capabilities.NAMES)
+def test_a_capability_that_cannot_be_asked_keeps_its_workaround(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capability whose trial fails, in Dynamo or in our own code, gives the answer that
+    keeps the workaround; never an error."""
+    _, compiles = capabilities._QUESTIONS[name]
+    monkeypatch.setitem(capabilities._QUESTIONS, name, (_broken(name), compiles))
+    monkeypatch.setattr(capabilities, "_ANSWERS", {})
+    assert capabilities.has(name) is capabilities.SAFE[name]
+
+
+_SEAM_MODULES = {"internals": internals, "patches": patches}
+
+
+@pytest.mark.parametrize(("module", "name"), SEAM)
+def test_a_broken_seam_function_while_registering_leaves_torch_working(
+    module: str, name: str, fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each seam function raising while the package registers: eager's results too."""
-    substitutions.uninstall()
-    monkeypatch.setattr(internals, name, _broken(name))
+    installer.uninstall()
+    monkeypatch.setattr(_SEAM_MODULES[module], name, _broken(name))
     try:
-        substitutions.install()
+        installer.install()
         _compiled_like_eager(torch_bugs=False)
     finally:
-        substitutions.uninstall()
+        installer.uninstall()
         monkeypatch.undo()
-        substitutions.install()
+        installer.install()
 
 
 def test_stepping_aside_is_counted_in_status(fresh: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,22 +221,22 @@ def test_a_mappingproxy_variable_without_a_type_gets_one_while_installed(
     from torch._dynamo.variables.dicts import MappingProxyVariable
 
     x = torch.ones(1)
-    substitutions.uninstall()
+    installer.uninstall()
     monkeypatch.setattr(MappingProxyVariable, "python_type", VariableTracker.python_type)
     try:
-        substitutions.install()
+        installer.install()
         compiled = torch.compile(_type_of_a_proxy, backend="eager", fullgraph=True)
         assert_identical(_type_of_a_proxy(x), compiled(x))
-        substitutions.uninstall()
+        installer.uninstall()
         torch._dynamo.reset()
         with pytest.raises(torch._dynamo.exc.UserError, match="has no type"):
             torch.compile(
                 lambda x: type(types.MappingProxyType({"a": x})), backend="eager", fullgraph=True
             )(x)
     finally:
-        substitutions.uninstall()
+        installer.uninstall()
         monkeypatch.undo()
-        substitutions.install()
+        installer.install()
 
 
 def test_a_graph_break_names_its_reason_where_graph_break_takes_no_message(
@@ -207,7 +247,7 @@ def test_a_graph_break_names_its_reason_where_graph_break_takes_no_message(
     internal error; eagerly, nothing happens."""
     bare = torch._dynamo.graph_break
     monkeypatch.setattr(torch._dynamo, "graph_break", lambda: bare())
-    breaker = internals.graph_break_function()
+    breaker = patches.graph_break_function()
     assert breaker(msg="eagerly nothing") is None
 
     def body(x: torch.Tensor) -> torch.Tensor:

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo, substitutions
+from dynamo_tree_compat import _dynamo, installer
 from dynamo_tree_compat._dynamo import builder_hooks
+from dynamo_tree_compat.outcomes import Kind
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.structures import COMPILED_EXAMPLES, assert_identical, outcome
 
@@ -313,14 +314,14 @@ def _ours(function: Any) -> bool:
 
 def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> None:
     spec = optree.tree_structure([0, 0])
-    substitutions.uninstall()
+    installer.uninstall()
     try:
         assert not _dynamo.is_builder_hooked()
         assert not _ours(torch._dynamo.convert_frame.has_tensor_in_frame)
         with pytest.raises(torch._dynamo.exc.Unsupported):  # torch cannot read the C spec
             compiled(lambda s, x: s.unflatten([x, x]))(spec, torch.ones(1))
     finally:
-        substitutions.install()
+        installer.install()
     assert _dynamo.is_builder_hooked()
     assert _ours(torch._dynamo.convert_frame.has_tensor_in_frame)
     torch._dynamo.reset()
@@ -331,22 +332,19 @@ def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> Non
 @needs_dynamo("optree without the package")
 def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where Dynamo's builder is not as expected, nothing of optree is registered."""
-    substitutions.uninstall()
+    installer.uninstall()
     monkeypatch.setattr(builder_hooks, "hook", lambda flag: False)
     try:
-        outcome = substitutions.install()
-        assert outcome["optree._C.flatten"].startswith("left to torch")
+        outcomes = installer.install()
+        assert outcomes["optree._C.flatten"].kind is Kind.LEFT_TO_TORCH
         x = torch.ones(1)
         _, spec = compiled(lambda x: optree.tree_flatten([x]))(x)
         assert type(spec) is not optree.PyTreeSpec
     finally:
         monkeypatch.undo()
-        substitutions.uninstall()
-        substitutions.install()
-    assert all(
-        why.startswith(("this optree ", substitutions.NO_TWIN_NEEDED))
-        for why in substitutions.NOT_REGISTERED.values()
-    )
+        installer.uninstall()
+        installer.install()
+    assert all(outcome.settled for outcome in installer.NOT_REGISTERED.values())
 
 
 # --- Generated trees -------------------------------------------------------------------

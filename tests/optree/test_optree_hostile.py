@@ -267,11 +267,11 @@ def test_dicts_with_keys_of_mixed_types_one_level(kind: str) -> None:
 def test_keys_that_are_no_constants_break_the_graph_where_sorting_them_would_fail() -> None:
     """Where Dynamo's sort lets a comparison's TypeError escape, the package orders keys
     by folding the sort on constants; other keys end the graph, naming why."""
-    from dynamo_tree_compat import _dynamo, optree_twins, substitutions
+    from dynamo_tree_compat import _dynamo, installer, optree_twins
 
-    if _dynamo.sort_raises_cleanly():
+    if _dynamo.capability("sort_raises_cleanly"):
         pytest.skip(f"torch {torch.__version__}: Dynamo's own sort raises the TypeError cleanly")
-    stood_in = [helper for helper, _ in substitutions._optree_helpers]
+    stood_in = [helper for helper, _ in installer._optree_helpers]
     assert stood_in == [optree_twins.total_order, optree.utils.total_order_sorted]
     x = torch.ones(1)
     assert compiled(lambda x: optree_twins.total_order(["b", 1, "a"]))(x) == [1, 2, 0]

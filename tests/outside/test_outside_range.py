@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import torch
 
-from dynamo_tree_compat import substitutions
+from dynamo_tree_compat import installer
 from tests.helpers.fresh import run_fresh
 
-OUTSIDE = substitutions._torch_out_of_range()
+OUTSIDE = installer.torch_out_of_range()
 pytestmark = pytest.mark.skipif(
     OUTSIDE is None, reason=f"torch {torch.__version__} is a supported release"
 )
@@ -33,7 +33,7 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import torch  # autoload
     import dynamo_tree_compat, tree, optree, torch._dynamo
-from dynamo_tree_compat import substitutions
+from dynamo_tree_compat import installer
 
 def body(x):
     leaves = tree.flatten({"b": x, "a": [x + 1, (x * 2,)]})
@@ -47,7 +47,7 @@ compiled = torch.compile(body, backend="eager")(x)
 print(json.dumps({
     "warnings": [str(w.message) for w in caught if w.category.__name__ ==
                  "DynamoTreeCompatWarning"],
-    "registered": sorted(substitutions.REGISTERED),
+    "registered": sorted(installer.REGISTERED),
     "same": str(compiled) == str(body(x)),
     "graphs": explained.graph_count,
     "breaks": explained.graph_break_count,

@@ -1,0 +1,371 @@
+"""Reading a structure from Dynamo's variables, as optree's C code would see it.
+
+optree's public functions are Python code over a few C functions (flatten, is_leaf,
+make_*) and the C class PyTreeSpec. Dynamo inlines the Python code; this package's C
+layer stands in for the C part. A structure's tree spec never depends on the values of
+its leaves, only on its containers, so :class:`Reader` reads the containers from
+Dynamo's variables into a skeleton (real containers holding numbered slots), on which
+optree's own C code runs while tracing; :func:`from_skeleton` maps results back to
+Dynamo's variables. The handlers are in :mod:`.optree_c`, the spec variable in
+:mod:`.optree_spec`.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import operator
+from typing import Any
+
+from . import capabilities, internals
+from .guards import guard_dict_order, guard_registration
+from .reading import (
+    CONSTANT_TYPES,
+    DEFAULTDICT_LEFT_AS_DICT,
+    NOT_CONSTANT,
+    OPTREE_MAX_DEPTH,
+    constant_or,
+    is_variable,
+    too_deep,
+    unsupported,
+)
+
+__all__ = [
+    "Reader",
+    "Slot",
+    "call",
+    "from_skeleton",
+    "items",
+    "mapping",
+    "real",
+    "unflatten",
+    "wrap",
+]
+
+
+def real(variable: Any, what: str) -> Any:
+    """The Python value behind a variable that must be known while tracing.
+
+    Constants, classes and functions only: another object's contents may change from
+    one call to the next (or while tracing) without a guard to see it.
+    """
+    variable = internals.call(variable, "realize")
+    if internals.call(variable, "is_python_constant"):
+        return internals.call(variable, "as_python_constant")
+    for name in ("fn", "value"):
+        value = internals.read(variable, name, None)
+        if isinstance(value, type) or inspect.isroutine(value):
+            return value
+    return unsupported(what, f"{type(variable).__name__} is not known while tracing")
+
+
+def wrap(tx: Any, value: Any) -> Any:
+    """Dynamo's variable for a Python value that exists while tracing (a constant)."""
+    cls = type(value)
+    if cls in CONSTANT_TYPES:
+        return internals.constant(value)
+    if cls is list:
+        return internals.new_list([wrap(tx, item) for item in value])
+    if cls is tuple:
+        return internals.new_tuple([wrap(tx, item) for item in value])
+    # Through a global, so that what the value holds (a function's closure) has a source;
+    # a tree spec this way gets the builder hook's spec variable (see optree_spec.wrap).
+    return internals.build(tx, internals.install_global(tx, "__dtc_constant", value), value)
+
+
+def call(tx: Any, function: Any, *args: Any) -> Any:
+    """Traces ``function(*args)``; a Python function or a variable, with variable args."""
+    callee = function if is_variable(function) else wrap(tx, function)
+    return internals.call(callee, "call_function", tx, list(args), {})
+
+
+def items(tx: Any, variable: Any) -> list[Any]:
+    """The items of any iterable variable, as Python's list() would give them."""
+    k = internals.kinds()
+    if type(variable) in (k.List, k.Tuple):  # read directly: no call to trace
+        return list(internals.read(variable, "items"))
+    listed = call(tx, list, variable)
+    if type(listed) is not k.List:
+        return unsupported("optree", "an iterable Dynamo cannot list")
+    return list(internals.read(listed, "items"))
+
+
+def mapping(tx: Any, variable: Any, what: str) -> dict[Any, Any]:
+    """A dict variable's items: real keys, in insertion order, to value variables."""
+    k = internals.kinds()
+    if type(variable) is k.Dict:  # read directly: no call to trace
+        entries = internals.dict_entries(variable)
+        if not any(isinstance(value, k.Deleted) for _, _, value in entries):
+            return {real(key, what): value for key, _, value in entries}
+    listed = internals.call(variable, "call_method", tx, "items", [], {})
+    pairs = [items(tx, pair) for pair in items(tx, listed)]
+    return {real(key, what): value for key, value in pairs}
+
+
+#: optree's own node types, which cannot be registered again.
+_BUILTIN_NODE_TYPES = frozenset(
+    {tuple, list, dict, collections.OrderedDict, collections.defaultdict, collections.deque}
+)
+
+
+class Slot:
+    """A numbered placeholder for one leaf in a skeleton: optree takes it as a leaf."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<leaf {self.index}>"
+
+
+def _entry_kind(entry: Any) -> Any:
+    """The node kind of a registry entry (optree before 0.14 does not say it)."""
+    import optree
+
+    kind = getattr(entry, "kind", None)
+    if kind is not None:
+        return kind
+    Kind = optree.PyTreeKind
+    builtin = {
+        type(None): Kind.NONE,
+        tuple: Kind.TUPLE,
+        list: Kind.LIST,
+        dict: Kind.DICT,
+        collections.OrderedDict: Kind.ORDEREDDICT,
+        collections.defaultdict: Kind.DEFAULTDICT,
+        collections.deque: Kind.DEQUE,
+    }
+    return builtin.get(entry.type, Kind.CUSTOM)
+
+
+class Reader:
+    """Reads a structure's containers from Dynamo's variables, as optree would see them.
+
+    ``skeleton()`` gives real containers with a :class:`Slot` for each leaf, and
+    remembers each container's variable, so that results of optree's C code on the
+    skeleton map back to the user's own variables.
+    """
+
+    def __init__(
+        self, tx: Any, predicate: Any, none_is_leaf: bool, namespace: str, what: str
+    ) -> None:
+        self.tx = tx
+        self.predicate = predicate
+        self.none_is_leaf = none_is_leaf
+        self.namespace = namespace
+        self.what = what
+        self.leaves: list[Any] = []
+        self.by_id: dict[int, Any] = {}
+        self.guarded: set[type] = set()
+        self.dict_met = False
+
+    def leaf(self, variable: Any) -> Slot:
+        slot = Slot(len(self.leaves))
+        self.leaves.append(variable)
+        return slot
+
+    def classify(self, variable: Any) -> tuple[Any, type | None, Any]:
+        """(node kind, class, registry entry); the kind is None for a leaf, as optree says.
+
+        None is a node of kind NONE unless ``none_is_leaf``.
+        """
+        import optree
+
+        if self.predicate is not None:
+            said = call(self.tx, self.predicate, variable)
+            answer = constant_or(said)
+            if answer is NOT_CONSTANT:
+                return unsupported(self.what, "is_leaf returned a value unknown while tracing")
+            if answer:
+                return None, None, None
+        try:
+            cls = internals.call(variable, "python_type")
+        except NotImplementedError:
+            return None, None, None
+        if cls is type(None):
+            return (None if self.none_is_leaf else optree.PyTreeKind.NONE), cls, None
+        if cls in CONSTANT_TYPES or issubclass(cls, internals.kinds().tensor_types):
+            return None, cls, None
+        entry = optree.register_pytree_node.get(cls, namespace=self.namespace)
+        kind = None if entry is None else _entry_kind(entry)
+        if entry is None:
+            if optree.is_namedtuple_class(cls):
+                kind = optree.PyTreeKind.NAMEDTUPLE
+            elif optree.is_structseq_class(cls):
+                kind = optree.PyTreeKind.STRUCTSEQUENCE
+        if cls not in _BUILTIN_NODE_TYPES and cls not in self.guarded:
+            self.guarded.add(cls)
+            guard_registration(self.tx, cls, self.namespace)
+        return kind, cls, entry
+
+    def skeleton(self, variable: Any, depth: int = 0) -> Any:
+        variable = internals.call(variable, "realize")
+        kind, cls, entry = self.classify(variable)
+        if kind is None:
+            return self.leaf(variable)
+        if cls is type(None):
+            return None
+        if depth >= OPTREE_MAX_DEPTH:
+            return too_deep(self.tx, self.what)
+        node = self.node(variable, cls, kind, entry, depth)
+        self.by_id[id(node)] = variable
+        return node
+
+    def node(self, variable: Any, cls: type, kind: Any, entry: Any, depth: int) -> Any:
+        import optree
+
+        Kind = optree.PyTreeKind
+        tx = self.tx
+        if kind in (Kind.DICT, Kind.ORDEREDDICT, Kind.DEFAULTDICT):
+            self.dict_met = True
+            values = mapping(tx, variable, self.what)
+            # Children are read in optree's order, as is_leaf and flatten functions see them.
+            parts = {key: self.skeleton(values[key], depth + 1) for key in self.order(kind, values)}
+            pairs = [(key, parts[key]) for key in values]
+            if kind == Kind.DEFAULTDICT:
+                factory = real(internals.default_factory(tx, variable), self.what)
+                return collections.defaultdict(factory, pairs)
+            return cls(pairs) if kind == Kind.ORDEREDDICT else dict(pairs)
+        if kind == Kind.CUSTOM:
+            return self.custom(variable, entry, depth)
+        parts = [self.skeleton(item, depth + 1) for item in items(tx, variable)]
+        if kind == Kind.LIST:
+            return parts
+        if kind == Kind.TUPLE:
+            return tuple(parts)
+        if kind == Kind.NAMEDTUPLE:
+            return tuple.__new__(cls, parts)
+        if kind == Kind.DEQUE:
+            return collections.deque(parts, maxlen=self.maxlen(variable))
+        if kind == Kind.STRUCTSEQUENCE:
+            return cls(parts)
+        return unsupported(self.what, f"optree's node kind {kind} is new to this package")
+
+    def maxlen(self, variable: Any) -> int | None:
+        """A deque's maxlen; Dynamo drops it from a deque that comes in from outside."""
+        source = internals.read(variable, "source", None)
+        if source is not None:
+            try:
+                value = internals.resolve_source(self.tx, source)
+            except internals.Missing:
+                pass
+            else:
+                internals.guard_constant(internals.sources().Attr(source, "maxlen"))
+                return value.maxlen
+        try:
+            held = internals.get_attribute(self.tx, variable, "maxlen")
+        except NotImplementedError:  # Dynamo 2.5 keeps no maxlen
+            return unsupported(self.what, "this Dynamo does not keep a deque's maxlen")
+        return real(held, self.what)
+
+    def order(self, kind: Any, keys: dict[Any, Any]) -> list[Any]:
+        import optree
+
+        if kind == optree.PyTreeKind.ORDEREDDICT or optree._C.is_dict_insertion_ordered(
+            self.namespace, inherit_global_namespace=True
+        ):
+            return list(keys)
+        return optree.utils.total_order_sorted(list(keys))
+
+    def custom(self, variable: Any, entry: Any, depth: int) -> Any:
+        tx = self.tx
+        flatten = entry.flatten_func
+        if isinstance(flatten, operator.methodcaller):  # register_pytree_node_class
+            _, (method, *rest) = flatten.__reduce__()[:2]
+            if rest:
+                return unsupported(self.what, "a methodcaller with arguments")
+            bound = internals.get_attribute(tx, variable, method)
+            output = internals.call(bound, "call_function", tx, [], {})
+        else:
+            output = call(tx, flatten, variable)
+        parts = items(tx, output)
+        if len(parts) not in (2, 3):
+            return unsupported(self.what, "a flatten function that returns neither 2 nor 3 items")
+        children = [self.skeleton(child, depth + 1) for child in items(tx, parts[0])]
+        metadata = real(parts[1], self.what)
+        try:
+            return entry.unflatten_func(metadata, children)
+        except Exception as error:  # noqa: BLE001 - the user's function, on placeholders
+            return unsupported(
+                self.what, f"the unflatten function fails on placeholders: {error!r}"
+            )
+
+    def flatten(self, tree: Any, with_path: bool) -> tuple[Any, list[Any], Any, Any]:
+        """(skeleton, leaf variables in optree's order, real spec, paths or None)."""
+        import optree
+
+        skeleton = self.skeleton(tree)
+        if self.dict_met:
+            guard_dict_order(self.tx, self.namespace)
+        options = {"none_is_leaf": self.none_is_leaf, "namespace": self.namespace}
+        try:
+            if with_path:
+                paths, slots, spec = optree.tree_flatten_with_path(skeleton, **options)
+            else:
+                (slots, spec), paths = optree.tree_flatten(skeleton, **options), None
+        except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+            return unsupported(self.what, f"optree raises {error!r}")
+        if sorted(slot.index for slot in slots) != list(range(len(self.leaves))):
+            return unsupported(self.what, "a custom node flattens its placeholders differently")
+        return skeleton, [self.leaves[slot.index] for slot in slots], spec, paths
+
+
+def from_skeleton(tx: Any, value: Any, leaves: list[Any], by_id: dict[int, Any], spec: Any) -> Any:
+    """Dynamo's variable for a skeleton value: a leaf, a container read, or one rebuilt."""
+    import optree
+
+    if type(value) is Slot:
+        return leaves[value.index]
+    if is_variable(value):  # a callback's result, inside a node optree's C code built
+        return value
+    if value is None:
+        return internals.constant(None)
+    if id(value) in by_id:
+        return by_id[id(value)]
+    children, metadata, _, unflatten_func = optree.tree_flatten_one_level(
+        value, none_is_leaf=spec.none_is_leaf, namespace=spec.namespace
+    )
+    parts = [from_skeleton(tx, child, leaves, by_id, spec) for child in children]
+    cls = type(value)
+    if cls is list:
+        return internals.new_list(parts)
+    if cls is tuple:
+        return internals.new_tuple(parts)
+    if cls is dict:
+        by_key = dict(zip(metadata, parts))
+        return internals.new_dict({wrap(tx, key): by_key[key] for key in value})
+    if cls in (collections.OrderedDict, collections.defaultdict):  # in the skeleton's order
+        by_key = dict(zip(metadata[-1] if cls is collections.defaultdict else metadata, parts))
+        ordered = internals.new_list([by_key[key] for key in value])
+        keys = wrap(tx, list(value))
+        if cls is collections.OrderedDict:
+            return call(tx, _make_ordereddict, keys, ordered)
+        if not capabilities.has("defaultdict_leaves_graph"):
+            return unsupported("optree: a defaultdict", DEFAULTDICT_LEFT_AS_DICT)
+        return call(tx, _make_defaultdict, wrap(tx, value.default_factory), keys, ordered)
+    return call(tx, unflatten_func, wrap(tx, metadata), internals.new_list(parts))
+
+
+def _make_ordereddict(keys: list[Any], values: list[Any]) -> Any:
+    """An OrderedDict of the given keys and values, as Dynamo traces it."""
+    return collections.OrderedDict(zip(keys, values))
+
+
+def _make_defaultdict(factory: Any, keys: list[Any], values: list[Any]) -> Any:
+    """A defaultdict of the given keys and values, as Dynamo traces it."""
+    made = collections.defaultdict(factory)
+    for key, value in zip(keys, values):
+        made[key] = value
+    return made
+
+
+def unflatten(tx: Any, spec: Any, leaves_variable: Any, what: str) -> Any:
+    """``spec.unflatten(leaves)`` with leaves that are Dynamo's variables."""
+    leaves = items(tx, leaves_variable)
+    try:
+        skeleton = spec.unflatten([Slot(index) for index in range(len(leaves))])
+    except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
+        return unsupported(what, f"optree raises {error!r}")
+    return from_skeleton(tx, skeleton, leaves, {}, spec)

@@ -1,0 +1,199 @@
+"""Dynamo's internals, as this package changes them: the seam's other half.
+
+:mod:`.internals` reads Dynamo; this module writes into it: it gives this package's
+variable classes the slot names each release calls, a mappingproxy variable its type,
+a deque variable its maxlen, clears a frame's skip mark, ends a frame, and makes Dynamo
+log every graph break. Each change is undone by what it returns, or is the package's
+own class. Where releases differ, the choice is made by :mod:`.capabilities`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+from . import capabilities, internals
+
+__all__ = [
+    "end_frame",
+    "give_mapping_proxies_a_type",
+    "graph_break_function",
+    "log_every_graph_break",
+    "set_class",
+    "set_deque_maxlen",
+    "skip_frame",
+    "unskip_code",
+    "with_slot_names",
+]
+
+
+def set_class(variable: Any, cls: type) -> None:
+    """Makes one of Dynamo's variables an instance of ``cls``, a subclass of its class
+    that this package made."""
+    variable.__class__ = cls
+
+
+def skip_frame(message: str, tx: Any = None) -> Any:
+    """Runs the frame being traced eagerly. Raises :class:`~.internals.Missing` where
+    Dynamo cannot."""
+    skip = internals.skip_frame_error()
+    if inlined_break_resumes(tx):
+        end_frame(tx, message)
+    raise skip(message)
+
+
+def inlined_break_resumes(tx: Any) -> bool:
+    """Whether ``tx`` traces an inlined call, on a Dynamo that resumes after a graph break
+    there (capability ``inlined_skip_becomes_break``). Resuming, such a Dynamo realizes
+    every variable of the frame, and recurses without end through a structure that
+    contains itself, or past Python's limit through a deep one: :func:`end_frame` instead.
+    """
+    return internals.is_inlined(tx) and capabilities.has("inlined_skip_becomes_break")
+
+
+def with_slot_names(cls: type) -> type:
+    """Gives a variable class each slot method under every name some torch calls it."""
+    for first, *others in internals.SLOT_NAMES:
+        method = cls.__dict__.get(first)
+        if method is not None:
+            for name in others:
+                setattr(cls, name, method)
+    return cls
+
+
+def give_mapping_proxies_a_type() -> Callable[[], None] | None:
+    """Dynamo 2.7 and earlier cannot tell a mappingproxy variable's type: ``type()`` and
+    ``isinstance()`` on one end tracing with a UserError. Gives its class the answer later
+    Dynamos give, ``types.MappingProxyType``. Returns how to undo that; None where the
+    class answers by itself, or is not found.
+    """
+    try:
+        dicts = importlib.import_module("torch._dynamo.variables.dicts")
+        proxies = dicts.MappingProxyVariable
+        if proxies.python_type is not internals.kinds().Base.python_type:
+            return None
+    except Exception:  # noqa: BLE001 - moved: nothing to give
+        return None
+
+    def python_type(self: Any) -> type:
+        return types.MappingProxyType
+
+    previous = proxies.__dict__.get("python_type")
+    proxies.python_type = python_type
+
+    def undo() -> None:
+        if proxies.__dict__.get("python_type") is not python_type:
+            return  # replaced since: not ours to take back
+        if previous is None:
+            del proxies.python_type
+        else:
+            proxies.python_type = previous
+
+    return undo
+
+
+def set_deque_maxlen(variable: Any, maxlen: int) -> None:
+    """Puts a deque variable's ``maxlen`` back (see :func:`deque_lost_maxlen`)."""
+    variable.maxlen = internals.constant(maxlen)
+
+
+def unskip_code(code: Any) -> None:
+    """Makes Dynamo consider ``code`` again after it marked the code to run eagerly for
+    good, keeping its compiled graphs.
+
+    Where Dynamo has no exec strategies (torch 2.6 and earlier), its skip mark replaces
+    a code's compiled graphs: a code with graphs has no mark, and is left alone; one
+    without is reset, which drops nothing.
+    """
+    if capabilities.has("skip_keeps_graphs"):
+        from torch._dynamo import eval_frame
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+        strategy = FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT)
+        eval_frame.set_code_exec_strategy(code, strategy)
+        return
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, reset_code
+
+    if not _debug_get_cache_entry_list(code):
+        reset_code(code)
+
+
+def end_frame(tx: Any, message: str) -> Any:
+    """Ends the whole frame ``tx`` belongs to, with no partial graph: it runs eagerly."""
+    internals.end_one_graph(tx)  # the break below then reaches the frame's top
+    return internals.graph_break("dynamo-tree-compat runs this frame eagerly", message, message, "")
+
+
+def graph_break_function() -> Callable[..., None]:
+    """Dynamo's ``graph_break``, called as ``graph_break(msg=...)``: traced, it ends the
+    graph naming ``msg``; run eagerly, it does nothing. (Where ``graph_break`` takes no
+    message, torch 2.6 and earlier, the message goes through Dynamo's ``comptime``.)"""
+    import torch._dynamo
+
+    graph_break = torch._dynamo.graph_break
+    if "msg" in inspect.signature(graph_break).parameters:
+        return graph_break
+    global _comptime, _bare_graph_break
+    try:
+        from torch._dynamo.comptime import comptime
+    except ImportError:  # no way to name the reason: the bare graph break
+
+        def without_message(msg: str = "") -> None:
+            graph_break()
+
+        return without_message
+    _comptime, _bare_graph_break = comptime, graph_break
+    return _graph_break_naming
+
+
+#: Dynamo's ``comptime`` and ``graph_break``, where ``_graph_break_naming`` uses them:
+#: module globals, so that Dynamo meets them with a source and knows them.
+_comptime: Any = None
+_bare_graph_break: Any = None
+
+
+def _graph_break_naming(msg: str = "") -> None:
+    """``graph_break(msg=...)`` for a Dynamo whose graph_break takes no message."""
+    _comptime(_break_naming_msg)  # traced: raises Dynamo's Unsupported, naming msg
+    _bare_graph_break()  # where that could not: a graph break all the same
+
+
+def _break_naming_msg(context: Any) -> None:
+    """Run by Dynamo as it traces ``_graph_break_naming`` (``comptime``): the graph
+    break, naming the caller's ``msg``. Where it cannot, it returns, and the bare graph
+    break follows."""
+    try:
+        message = str(context.get_local("msg").as_python_constant())
+    except Exception:  # noqa: BLE001 - ours: a break all the same, without the reason
+        message = "graph break"
+    try:
+        unimplemented, structured = internals._unimplemented()
+    except Exception:  # noqa: BLE001 - ours: never an internal error
+        return
+    if structured:
+        internals.graph_break("Graph break", "", message, "")
+    unimplemented(message)
+
+
+def log_every_graph_break() -> Callable[[], None]:
+    """Makes Dynamo log every graph break in full, not once per source line (Dynamo 2.5
+    logs repeats elsewhere, without the words "Graph break"). Returns how to undo it."""
+    from torch._dynamo import utils
+
+    checker = getattr(utils, "graph_break_dup_warning_checker", None)
+    if checker is None or "add" in vars(checker):
+        return lambda: None
+
+    def add(key: Any) -> bool:
+        return True
+
+    checker.add = add
+
+    def undo() -> None:
+        if vars(checker).get("add") is add:
+            del checker.add
+
+    return undo

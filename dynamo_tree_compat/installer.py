@@ -1,0 +1,407 @@
+"""The installer: registers the table's twins with Dynamo, and takes them back.
+
+:func:`install` goes through :mod:`.substitutions` row by row and has Dynamo trace each
+twin (or, for optree, this package's handling) in place of its original, where this
+torch is a supported release, the library is imported, and the row is needed with this
+library and Dynamo. What happened to each row is an :class:`~.outcomes.Outcome`, kept in
+:data:`REGISTERED` or :data:`NOT_REGISTERED`. The originals themselves are never replaced.
+
+>>> row = Substitution("dm-tree", "tree", "flatten", None, unless_present="sys.maxsize")
+>>> needed(row), needed(Substitution("dm-tree", "tree", "flatten", None))
+(False, True)
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+from . import _dynamo, config, dmtree, optree_twins
+from .outcomes import Kind, Outcome
+from .substitutions import LIBRARIES, Substitution
+
+__all__ = [
+    "MODE_FLAG",
+    "NOT_REGISTERED",
+    "REGISTERED",
+    "TORCH_RANGE",
+    "UNGUARDED",
+    "install",
+    "needed",
+    "torch_out_of_range",
+    "uninstall",
+]
+
+#: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
+#: declares the same range. Outside it, the package warns once and does nothing: on
+#: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
+TORCH_RANGE = ((2, 5), (2, 15))
+
+
+def torch_out_of_range() -> Outcome | None:
+    """Why this torch is not supported, or None."""
+    version = str(getattr(sys.modules.get("torch"), "__version__", ""))
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if config.any_torch or found is None:
+        return None
+    if TORCH_RANGE[0] <= (int(found[1]), int(found[2])) <= TORCH_RANGE[1]:
+        return None
+    (low_major, low_minor), (high_major, high_minor) = TORCH_RANGE
+    supported = f"{low_major}.{low_minor} to {high_major}.{high_minor}"
+    return Outcome(Kind.TORCH_OUT_OF_RANGE, name=version, detail=supported)
+
+
+def _substitution_unavailable() -> Outcome | None:
+    """Why this torch cannot register twins at all, or None."""
+    reason = _dynamo.substitution_support()
+    return None if reason is None else Outcome(Kind.SUBSTITUTION_UNAVAILABLE, detail=reason)
+
+
+def _dynamo_can(capability: str) -> bool:
+    """Whether this Dynamo can do ``capability`` (``_dynamo.capability``); False, so
+    that the twins work around it, where asking fails."""
+    try:
+        return bool(_dynamo.capability(capability))
+    except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: work around
+        _dynamo.LOG.debug("asking Dynamo whether it can %s failed: %r", capability, error)
+        return False
+
+
+def needed(substitution: Substitution) -> bool:
+    """Whether ``substitution``'s twin is needed with this library and Dynamo, as its
+    row's ``unless_dynamo`` and ``unless_present`` say."""
+    if substitution.unless_present is not None:
+        module, _, name = substitution.unless_present.rpartition(".")
+        try:
+            if hasattr(importlib.import_module(module), name):
+                return False
+        except ImportError:
+            pass
+    return substitution.unless_dynamo is None or not _dynamo_can(substitution.unless_dynamo)
+
+
+def _do_nothing() -> None:
+    """Stands in, while tracing, for twins' eager-only side effects (stderr, logging)."""
+
+
+def _traced_depth_limit() -> int:
+    return dmtree.TRACING_HELPERS.traced_max_depth
+
+
+#: What install() registered: original's import path -> (original, Dynamo's handle); the
+#: handle is None where the registration is torch's own and only the fast path is ours.
+REGISTERED: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
+#: Where the mode flag lives, as an import path; graphs guard on it.
+MODE_FLAG = f"{config.__name__}.twins_enabled"
+#: Registered originals whose graphs do not guard on the mode (torch's tables moved):
+#: scopes then take effect only after torch._dynamo.reset().
+UNGUARDED: set[str] = set()
+#: Why a substitution is not registered, by the original's import path.
+NOT_REGISTERED: dict[str, Outcome] = {}
+#: Which groups of helper stand-ins install() has tried ("twins", "optree"): once each
+#: ("optree" again after uninstall() takes its stand-ins back).
+_helpers_tried: set[str] = set()
+#: The stand-ins for optree's own key sort, taken back with optree's twins.
+_optree_helpers: list[tuple[Callable[..., Any], Any]] = []
+#: How to take back what install() gave Dynamo itself (a mappingproxy's type).
+_undo_on_uninstall: list[Callable[[], None]] = []
+_lock = threading.RLock()
+
+
+def _gate(twin: Callable[..., Any], original_name: str) -> Callable[..., Any]:
+    """Wraps ``twin`` so that, with the mode off, tracing breaks at the user's call."""
+    graph_break = _dynamo.graph_break_function()
+    reason = f"{original_name} runs untraced: dynamo-tree-compat is disabled here"
+
+    def gate(*args: Any, **kwargs: Any) -> Any:
+        # Dynamo guards on this flag, so toggling the mode recompiles.
+        if not config.twins_enabled:
+            graph_break(msg=reason)
+        return twin(*args, **kwargs)
+
+    gate.__name__ = gate.__qualname__ = twin.__name__
+    gate.__doc__ = twin.__doc__
+    return gate
+
+
+def install(wait: bool = True) -> dict[str, Outcome]:
+    """Registers every twin whose library is imported. Idempotent.
+
+    It waits for a compile in progress in another thread to end, unless ``wait`` is
+    False (the post-import hook: the compiling thread may wait for that very import).
+    Returns what happened this time to each original it tried, by its import path.
+    """
+    with _dynamo.compile_lock(wait), _lock:
+        unsupported = torch_out_of_range() or _substitution_unavailable()
+        if unsupported is None:
+            _dynamo.probe()
+        outcomes: dict[str, Outcome] = {}
+        for library, (module_name, is_library, substitutions) in LIBRARIES.items():
+            module = sys.modules.get(module_name)
+            for substitution in substitutions:
+                key = substitution.original_name
+                if key in REGISTERED or (key in NOT_REGISTERED and NOT_REGISTERED[key].settled):
+                    continue  # registered, or this version of the library lacks or needs none
+                if module is None and unsupported is None:
+                    continue  # status() says whether it is pending or not installed
+                outcome = unsupported or _attempt(substitution, module_name, module, is_library)
+                outcomes[key] = outcome
+                if outcome.kind is Kind.REGISTERED:
+                    NOT_REGISTERED.pop(key, None)
+                    _dynamo.LOG.debug("registered the twin of %s", key)
+                else:
+                    NOT_REGISTERED[key] = outcome
+            if library == "dm-tree" and any(o.kind is Kind.REGISTERED for o in outcomes.values()):
+                _connect_dmtree(module)
+        _install_helpers()
+        if REGISTERED and not _undo_on_uninstall:
+            try:
+                undo = _dynamo.give_mapping_proxies_a_type()
+            except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+                _dynamo.LOG.debug("could not give mappingproxy variables a type: %r", error)
+            else:
+                if undo is not None:
+                    _undo_on_uninstall.append(undo)
+        return outcomes
+
+
+def _attempt(
+    substitution: Substitution, module_name: str, module: Any, is_library: Callable[[Any], bool]
+) -> Outcome:
+    """Registers one row, where its library is the one named and the row is needed."""
+    library = substitution.library
+    if not is_library(module):
+        return Outcome(Kind.NOT_THE_LIBRARY, library, module_name)
+    if substitution.original() is None:
+        return Outcome(Kind.LIBRARY_LACKS_IT, library, substitution.name)
+    if not needed(substitution):
+        return Outcome(Kind.NO_TWIN_NEEDED, library)
+    try:
+        return _register(substitution)
+    except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+        return Outcome(Kind.FAILED, library, substitution.original_name, repr(error))
+
+
+def _install_helpers() -> None:
+    """Stand-ins for the twins' own helpers, once; and, while optree's twins are
+    registered, for optree's key sort where Dynamo's own sort fails on it."""
+    if REGISTERED and "twins" not in _helpers_tried:
+        _helpers_tried.add("twins")
+        try:
+            helpers = _twin_helpers()
+        except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+            _dynamo.LOG.warning("could not make the twins' helpers' stand-ins: %r", error)
+            helpers = []
+        for helper in helpers:
+            _substitute_helpers([helper])
+    optree_registered = any(key.startswith("optree.") for key in REGISTERED)
+    if optree_registered and "optree" not in _helpers_tried:
+        _helpers_tried.add("optree")
+        sort = getattr(sys.modules.get("optree.utils"), "total_order_sorted", None)
+        if sort is None or _dynamo_can("sort_raises_cleanly"):
+            return
+        # optree's own flatten functions for dicts sort keys of any types. One unit: the
+        # sort's stand-in calls total_order, which without its own would call the sort.
+        try:
+            pair = [
+                (
+                    optree_twins.total_order,
+                    _breaking(optree_twins.total_order, _UNSORTED_KEYS),
+                    True,
+                ),
+                (sort, optree_twins.total_order_sorted, False),
+            ]
+        except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+            _dynamo.LOG.warning("could not stand in for optree's key sort: %r", error)
+            return
+        _optree_helpers.extend(_substitute_helpers(pair))
+
+
+def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]:
+    """(helper, stand-in, fold on constants) for the twins' own helpers."""
+    helpers = dmtree.TRACING_HELPERS
+    stand_ins: list[tuple[Callable[..., Any], Callable[..., Any], bool]] = [
+        (helpers.warn_about_set, _do_nothing, False),
+        (helpers.check_types_deprecated, _do_nothing, False),
+        (helpers.depth_limit, _traced_depth_limit, False),
+        (helpers.has_attrs_fields, helpers.has_attrs_fields_traced, False),
+        (helpers.attrs_field_names, helpers.attrs_field_names_folded, True),
+    ]
+    if not _dynamo_can("sort_raises_cleanly"):
+        stand_ins.append((helpers.sorted_keys, helpers.sorted_keys_checked, False))
+    if not _dynamo_can("defaultdict_leaves_graph"):
+        breaking = _breaking(helpers.defaultdict_like, _dynamo.DEFAULTDICT_LEFT_AS_DICT)
+        stand_ins.append((helpers.defaultdict_like, breaking, False))
+    elif not _dynamo_can("defaultdict_takes_items"):
+        stand_ins.append((helpers.defaultdict_like, helpers.defaultdict_like_copied, False))
+    return stand_ins
+
+
+def _substitute_helpers(
+    helpers: list[tuple[Callable[..., Any], Callable[..., Any], bool]],
+) -> list[tuple[Callable[..., Any], Any]]:
+    """Has Dynamo trace each stand-in for its helper (folded on constants where asked), all
+    or none: returns (helper, Dynamo's handle) for each, or nothing where one failed."""
+    done: list[tuple[Callable[..., Any], Any]] = []
+    for helper, stand_in, fold in helpers:
+        try:
+            done.append((helper, _dynamo.substitute(helper, stand_in, fold)))
+        except Exception as error:  # noqa: BLE001 - the helpers are then traced as they are
+            _dynamo.LOG.warning("could not stand in for %s while tracing: %r", helper, error)
+            for registered, handle in done:
+                _dynamo.unsubstitute(registered, handle)
+            return []
+    return done
+
+
+def _connect_dmtree(module: Any) -> None:
+    """Tells the twins what only a process with dm-tree and torch has."""
+    import torch
+
+    dmtree.connect(module.MAP_TO_NONE, torch.Tensor, torch.nn.Parameter)
+
+
+def _clone(function: Any, module: str | None = None) -> Any:
+    """A copy of a Python function, which Dynamo traces as it traced the original.
+
+    With another ``module`` name, torch's own tree_map fast path, which knows optree's
+    functions by name and module, leaves the copy to be traced as plain code.
+
+    >>> copy = _clone(_traced_depth_limit, module="elsewhere")
+    >>> copy is _traced_depth_limit, copy(), copy.__module__
+    (False, 1000, 'elsewhere')
+    """
+    copy = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__ = function.__qualname__
+    copy.__module__ = module or function.__module__
+    copy.__doc__ = function.__doc__
+    return copy
+
+
+def _register(substitution: Substitution) -> Outcome:
+    original = substitution.original()
+    name = substitution.original_name
+    if substitution.library == "optree":
+        return _register_in_front_of_torch(original, name, substitution.twin)
+    try:
+        handle = _dynamo.substitute(original, _gate(substitution.twin, name))
+    except ValueError as error:  # something else already handles it
+        return Outcome(Kind.ALREADY_HANDLED, substitution.library, name, str(error))
+    REGISTERED[name] = (original, handle)
+    if not _dynamo.route(original, name, MODE_FLAG):
+        UNGUARDED.add(name)
+    return Outcome(Kind.REGISTERED, substitution.library, name)
+
+
+def _breaking(original: Callable[..., Any], reason: str) -> Callable[..., Any]:
+    """What Dynamo meets for ``original`` where it must not trace it: a graph break naming
+    ``reason``, so that the user's call runs eagerly (used where Dynamo would return a
+    defaultdict made in the graph as a plain dict, torch 2.7, or would let a sort's
+    TypeError escape on keys that are not constants, torch 2.10 and earlier)."""
+    graph_break = _dynamo.graph_break_function()
+
+    def breaking(*args: Any, **kwargs: Any) -> Any:
+        graph_break(msg=reason)
+        return original(*args, **kwargs)  # eagerly: never, it is traced
+
+    return breaking
+
+
+#: Why optree's key sort breaks the graph on keys that are not constants.
+_UNSORTED_KEYS = (
+    "dynamo-tree-compat does not sort these dict keys in the graph: they are not "
+    "constants, and this Dynamo's sort fails on keys that do not compare"
+)
+
+
+def _untraced(name: str) -> Callable[..., Any]:
+    """What Dynamo meets for an optree C function while the mode is off: a graph break."""
+    graph_break = _dynamo.graph_break_function()
+    reason = f"{name} is C code Dynamo does not trace: dynamo-tree-compat is disabled here"
+
+    def untraced(*args: Any, **kwargs: Any) -> None:
+        graph_break(msg=reason)
+
+    return untraced
+
+
+def _register_in_front_of_torch(
+    original: Any, name: str, twin: Callable[..., Any] | None = None
+) -> Outcome:
+    """Puts this package's handling of an optree function in front of torch's own.
+
+    While the mode is on, Dynamo tries the fast path, if there is one, then our way:
+    ``twin`` if given, else optree's own Python code (a copy of the original, which
+    meets this package's C layer). With the mode off, or after a fast path's fallback
+    where there is no way of ours, it goes torch's way: torch's polyfill, or the
+    original traced as plain code (a C function: a graph break, as without the package).
+    """
+    left_to_torch = Outcome(Kind.LEFT_TO_TORCH, "optree", name)
+    if (
+        _dynamo.optree_layer_off()
+        or _dynamo.routing_support()
+        or not _dynamo.hook_builder(MODE_FLAG)
+    ):
+        return left_to_torch
+    python_code = isinstance(original, types.FunctionType)
+    ours = (twin or _clone(original, module=f"{__name__}.own_code")) if python_code else None
+    handle = torch_way = None
+    if original not in _dynamo.torch_polyfills():  # no registration of torch's
+        stand_in = _clone(original) if python_code else _untraced(name)
+        try:
+            handle = _dynamo.substitute(original, stand_in)
+        except ValueError as error:
+            return Outcome(Kind.ALREADY_HANDLED, "optree", name, str(error))
+        torch_way = stand_in if python_code else None
+    if not _dynamo.route(original, name, MODE_FLAG, torch_way, ours):
+        if handle is not None:
+            _dynamo.unsubstitute(original, handle)
+        return left_to_torch
+    REGISTERED[name] = (original, handle)
+    return Outcome(Kind.REGISTERED, "optree", name)
+
+
+def uninstall() -> list[str]:
+    """Removes every registration install() made; returns those torch would not let go.
+
+    Graphs traced with the twins guard on the mode, which is off after uninstalling, so
+    they recompile; Dynamo is reset only where a registration had no such guard, since
+    torch 2.13 can crash when torch._dynamo.reset() runs while another thread runs
+    compiled code.
+    """
+    with _dynamo.compile_lock(), _lock:
+        stuck = []
+        unguarded_removed = False
+        for key, (original, handle) in list(REGISTERED.items()):
+            if handle is None:  # torch's own registration, with our fast path in front
+                removed = _dynamo.unroute(original)
+            else:
+                removed = _dynamo.unsubstitute(original, handle)
+            if removed:
+                del REGISTERED[key]
+                unguarded_removed |= key in UNGUARDED
+                UNGUARDED.discard(key)
+            else:
+                stuck.append(key)
+        if not any(key.startswith("optree.") for key in REGISTERED):
+            _dynamo.unhook_builder()  # tree specs coming in: torch's way again
+            while _optree_helpers:
+                _dynamo.unsubstitute(*_optree_helpers.pop())
+            _helpers_tried.discard("optree")
+        while not REGISTERED and _undo_on_uninstall:
+            _undo_on_uninstall.pop()()
+        if unguarded_removed:
+            _dynamo.reset_compiled_code()
+    return stuck

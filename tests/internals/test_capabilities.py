@@ -1,0 +1,102 @@
+"""Every "does this Dynamo do X" answer, pinned per release of the torch matrix.
+
+The package's capabilities (``_dynamo/capabilities.py``) choose its workarounds; the
+tests' features (``tests/helpers/dynamo_support.py``) choose what the tests draw and
+skip. Both are asked by trying. A release whose answer changes fails here, by name,
+rather than switching a workaround or a skip silently.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dynamo_tree_compat._dynamo import capabilities
+from tests.helpers.dynamo_support import FEATURES, TORCH, dynamo_traces
+
+RELEASES = [(2, minor) for minor in range(5, 16)]
+
+
+def _releases(first: tuple[int, int], last: tuple[int, int]) -> set[tuple[int, int]]:
+    return {release for release in RELEASES if first <= release <= last}
+
+
+OLDEST, NEWEST = RELEASES[0], RELEASES[-1]
+#: Each name: the releases where it answers True.
+TRUE_ON: dict[str, set[tuple[int, int]]] = {
+    # the package's capabilities
+    "sort_raises_cleanly": _releases((2, 11), NEWEST),
+    "defaultdict_takes_items": _releases((2, 10), NEWEST),
+    "defaultdict_leaves_graph": _releases((2, 8), NEWEST),
+    "deque_keeps_maxlen": _releases((2, 6), NEWEST),
+    "inlined_skip_becomes_break": _releases(OLDEST, (2, 10)),
+    "break_recurses_on_cycles": _releases(OLDEST, (2, 10)),
+    "skip_keeps_graphs": _releases((2, 7), NEWEST),
+    "compares_through_polyfills": _releases(OLDEST, (2, 12)),
+    # the tests' features
+    "time.struct_time": _releases((2, 12), NEWEST),
+    "hash": _releases((2, 13), NEWEST),
+    "defaultdict.default_factory": _releases((2, 11), NEWEST),
+    "tuple.__repr__": _releases((2, 13), NEWEST),
+    "frozen dataclass repr": set(),
+    "defaultdict(factory, items)": _releases((2, 10), NEWEST),
+    "defaultdict leaves the graph": _releases((2, 8), NEWEST),
+    "dict.items() view": _releases((2, 8), NEWEST),
+    "tuple subclass": _releases((2, 8), NEWEST),
+    "namedtuple subclass": _releases((2, 6), NEWEST),
+    "deque maxlen": _releases((2, 6), NEWEST),
+    "structseq made in the graph": _releases((2, 6), NEWEST),
+    "list subclass": _releases((2, 7), NEWEST),
+    "Tensor.as_subclass": _releases((2, 8), NEWEST),
+    "mappingproxy made in the graph": _releases((2, 7), NEWEST),
+    "mappingproxy passed in": _releases((2, 8), NEWEST),
+    "class of an object made in the graph": _releases((2, 7), NEWEST),
+    "attrs instance made in the graph": _releases((2, 7), NEWEST),
+    "is between containers": _releases((2, 7), NEWEST),
+    "a @contextmanager scope": _releases((2, 7), NEWEST),
+    "a frame with no graph ops": _releases((2, 7), NEWEST),
+    "object dict keys": _releases(OLDEST, NEWEST),
+    "optree without the package": _releases((2, 10), NEWEST),
+}
+
+needs_a_pinned_release = pytest.mark.skipif(
+    TORCH not in RELEASES, reason=f"torch {torch.__version__} is not in the matrix"
+)
+
+
+def test_every_capability_and_feature_is_pinned() -> None:
+    assert set(TRUE_ON) == set(capabilities.NAMES) | set(FEATURES)
+
+
+@needs_a_pinned_release
+@pytest.mark.parametrize("name", capabilities.NAMES)
+def test_the_package_capability_answers_as_pinned(name: str) -> None:
+    assert capabilities.has(name) is (TORCH in TRUE_ON[name]), f"torch {torch.__version__}"
+
+
+@needs_a_pinned_release
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_the_test_feature_answers_as_pinned(feature: str) -> None:
+    assert dynamo_traces(feature) is (TORCH in TRUE_ON[feature]), f"torch {torch.__version__}"
+
+
+def test_a_capability_is_asked_once() -> None:
+    """The answer is kept: a second ask compiles nothing."""
+    name = "deque_keeps_maxlen"
+    first = capabilities.has(name)
+    compiled = capabilities._QUESTIONS[name]
+    try:
+        capabilities._QUESTIONS[name] = (lambda: not first, compiled[1])
+        assert capabilities.has(name) is first
+    finally:
+        capabilities._QUESTIONS[name] = compiled
+
+
+def test_a_trial_leaves_dynamo_s_counters_as_they_were() -> None:
+    from dynamo_tree_compat._dynamo import internals
+
+    counters = internals.counters()
+    before = {kind: dict(events) for kind, events in counters.items()}
+    with capabilities._unseen():
+        torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+    assert {kind: dict(events) for kind, events in counters.items()} == before
