@@ -60,6 +60,7 @@ class GraphBreak:
 _MACHINERY_FILES = (
     os.path.join("dynamo_tree_compat", "installer.py"),
     os.path.join("dynamo_tree_compat", "_dynamo", "internals.py"),  # a break naming its reason
+    os.path.join("dynamo_tree_compat", "_dynamo", "patches.py"),  # graph_break(msg=) on 2.5
 )
 _MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "dmtree") + os.sep,)
 
