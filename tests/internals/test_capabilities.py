@@ -3,7 +3,8 @@
 The package's capabilities (``_dynamo/capabilities.py``) choose its workarounds; the
 tests' features (``tests/helpers/dynamo_support.py``) choose what the tests draw and
 skip. Both are asked by trying. A release whose answer changes fails here, by name,
-rather than switching a workaround or a skip silently.
+rather than switching a workaround or a skip silently. Every release's answers were
+seen on 2026-12-03 (``docs/torch-versions.md``).
 """
 
 from __future__ import annotations
@@ -49,14 +50,13 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     "list subclass": _releases((2, 7), NEWEST),
     "Tensor.as_subclass": _releases((2, 8), NEWEST),
     "mappingproxy made in the graph": _releases((2, 7), NEWEST),
-    "mappingproxy passed in": _releases((2, 8), NEWEST),
+    "mappingproxy passed in": _releases((2, 7), NEWEST),  # 2.7: with the package's type
     "class of an object made in the graph": _releases((2, 7), NEWEST),
-    # 2.5.1 makes one, 2.6.0 did not (docs/torch-versions.md, "What 2.6 needed")
-    "attrs instance made in the graph": {OLDEST} | _releases((2, 7), NEWEST),
+    "attrs instance made in the graph": _releases(OLDEST, NEWEST),
     "is between containers": _releases((2, 7), NEWEST),
     "a @contextmanager scope": _releases((2, 7), NEWEST),
     "a frame with no graph ops": _releases((2, 7), NEWEST),
-    "object dict keys": _releases((2, 6), NEWEST),
+    "object dict keys": _releases((2, 10), NEWEST),
     "optree without the package": _releases((2, 10), NEWEST),
 }
 
