@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 KERAS_VENV ?= .venv-keras
 KERAS_STAMP := $(KERAS_VENV)/.installed
 
-.PHONY: doctor test integration-keras matrix matrix-torch matrix-torch-outside fuzz-long fuzz-built-inside benchmark clean
+.PHONY: doctor test integration-keras integration-rllib matrix matrix-torch matrix-torch-outside fuzz-long fuzz-built-inside benchmark benchmark-real-clients clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]' keras
 	touch $(STAMP)
 
 ## The main job: what is covered here, and a live before/after graph-break check.
@@ -27,7 +27,9 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n $(WORKERS)
 
-## Keras 3.0.5 under torch.compile, in its own environment (it needs numpy<2).
+## Keras 3.0.5 under torch.compile, in its own environment (it needs numpy<2): a model's
+## forward, and fit/evaluate/predict with jit_compile=True. (Keras 3.11.3, the optree
+## era, is in the project's environment: tests/integration/test_keras_fit.py there.)
 $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 	$(PYTHON) -m venv $(KERAS_VENV)
 	$(KERAS_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -36,7 +38,22 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 	touch $(KERAS_STAMP)
 
 integration-keras: $(KERAS_STAMP)
-	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py
+	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py \
+		tests/integration/test_keras_fit.py
+
+## Real RLlib (ray[rllib] 2.60.0) under torch.compile, in its own environment: a PPO
+## learner built by RLlib, its training step compiled (tests/integration/test_rllib.py).
+RLLIB_VENV ?= .venv-rllib
+RLLIB_STAMP := $(RLLIB_VENV)/.installed
+$(RLLIB_STAMP): pyproject.toml constraints-rllib.txt
+	$(PYTHON) -m venv $(RLLIB_VENV)
+	$(RLLIB_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RLLIB_VENV)/bin/python -m pip install --quiet -c constraints-rllib.txt -e . \
+		'ray[rllib]' pytest hypothesis
+	touch $(RLLIB_STAMP)
+
+integration-rllib: $(RLLIB_STAMP)
+	$(RLLIB_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_rllib.py
 
 ## The version matrix: one environment without dm-tree and optree, then with dm-tree only,
 ## then with the oldest optree supported, where the optree suites run.
@@ -56,7 +73,8 @@ matrix:
 	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/optree
 
 ## The torch matrix: every torch from 2.5 to 2.15, one environment at a time (each about
-## 5 GB, built, tested, removed). TORCH="2.5.1 2.15.0" picks versions.
+## 5 GB, built, tested, removed). TORCH="2.5.1 2.15.0" picks versions; VERSION@PYTHON
+## builds that one with another Python (TORCH="2.15.0@3.13 2.5.1@3.10"), else PYTHON.
 TORCH ?=
 matrix-torch:
 	MATRIX_TORCH_WORKERS=$(WORKERS) .ci/matrix-torch $(TORCH)
@@ -88,9 +106,15 @@ fuzz-built-inside: $(STAMP)
 	DTC_COMPILED_EXAMPLES=$(EXAMPLES) $(LONG_FUZZ) \
 		tests/dmtree/test_dmtree_built_inside.py::test_every_function_on_structures_built_inside
 
+## Real clients with inductor, package off and on: RLlib's learner update and Keras's fit
+## (benchmarks/real_clients.py), in the RLlib environment with Keras 3.11.3 added.
+benchmark-real-clients: $(RLLIB_STAMP)
+	$(RLLIB_VENV)/bin/python -m pip install --quiet -c constraints.txt keras
+	$(RLLIB_VENV)/bin/python benchmarks/real_clients.py
+
 benchmark: $(STAMP)
 	$(BIN)/python -m pip install --quiet matplotlib
 	$(BIN)/python benchmarks/compile_time.py
 
 clean:
-	rm -rf $(VENV) $(KERAS_VENV) $(MATRIX_VENV) .venv-torch .pytest_cache .hypothesis .ruff_cache *.egg-info
+	rm -rf $(VENV) $(KERAS_VENV) $(RLLIB_VENV) $(MATRIX_VENV) .venv-torch .pytest_cache .hypothesis .ruff_cache *.egg-info

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import runpy
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .explain import CHILD_FLAG, explain, run_child
 from .outcomes import Kind
 from .report import CoverageRow, Layer, coverage_rows
 
@@ -301,110 +298,6 @@ def _verdict(uses: list[str], runs: list[Run], report: Any) -> tuple[str, int]:
     )
 
 
-# --- explain ----------------------------------------------------------------------------
-
-_CHILD_FLAG = "--_explain-child"
-
-
-def _explain_child(argv: list[str]) -> int:
-    """Runs the user's program under the graph-break recorder; writes what it saw."""
-    output, kind, target, *args = argv
-    import dynamo_tree_compat  # noqa: F401 - activates unless DYNAMO_TREE_COMPAT=0
-
-    from . import _dynamo
-
-    counters = _dynamo.counters()  # this loads Dynamo too, before the program runs
-    exit_code: int | str | None = 0
-    with _dynamo.GraphBreakRecorder() as recorder:
-        sys.argv = [target, *args]
-        try:
-            if kind == "module":
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(target, run_name="__main__")
-        except SystemExit as stop:
-            exit_code = stop.code
-    breaks = [
-        {
-            "location": item.call_site,
-            "reason": item.reason,
-            "library": item.library,
-        }
-        for item in recorder.breaks
-    ]
-    with open(output, "w") as handle:
-        json.dump(
-            {
-                "breaks": breaks,
-                "graphs": counters["stats"]["unique_graphs"],
-                "exit_code": exit_code,
-            },
-            handle,
-        )
-    return 0
-
-
-def _run_program(kind: str, target: str, args: list[str], enabled: bool) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        output = os.path.join(folder, "breaks.json")
-        environment = {**os.environ, "DYNAMO_TREE_COMPAT": "1" if enabled else "0"}
-        command = [sys.executable, "-m", "dynamo_tree_compat", _CHILD_FLAG, output, kind, target]
-        completed = subprocess.run([*command, *args], env=environment, check=False)
-        if completed.returncode != 0 or not os.path.exists(output):
-            raise SystemExit(f"the program failed (exit status {completed.returncode})")
-        with open(output) as handle:
-            return json.load(handle)
-
-
-def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
-    """Runs the program with the package disabled, then enabled, and compares breaks."""
-    _progress(f"running {target} with the package disabled")
-    before = _run_program(kind, target, args, enabled=False)
-    _progress(f"running {target} with the package enabled")
-    after = _run_program(kind, target, args, enabled=True)
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    for index, run in enumerate((before, after)):
-        counts = Counter((b["location"], b["reason"], b["library"]) for b in run["breaks"])
-        for key, count in counts.items():
-            groups.setdefault(key, [0, 0])[index] += count
-    rows = [
-        {
-            "location": location,
-            "reason": reason,
-            "library": library,
-            "without": without,
-            "with": with_package,
-            "removed": with_package == 0,
-        }
-        for (location, reason, library), (without, with_package) in sorted(groups.items())
-    ]
-    summary = {
-        "graph_breaks": {"without": len(before["breaks"]), "with": len(after["breaks"])},
-        "graphs": {"without": before["graphs"], "with": after["graphs"]},
-    }
-    if as_json:
-        print(json.dumps({**summary, "breaks": rows}, indent=2))
-        return EXIT_OK
-    print(
-        f"graph breaks: {summary['graph_breaks']['without']} without the package, "
-        f"{summary['graph_breaks']['with']} with it; graphs: {summary['graphs']['without']} "
-        f"without, {summary['graphs']['with']} with\n"
-    )
-    table_rows = [
-        (
-            row["location"],
-            row["reason"][:60],
-            row["library"],
-            row["without"],
-            row["with"],
-            "removed" if row["removed"] else "remains",
-        )
-        for row in rows
-    ]
-    print(_table(table_rows, ["where", "cause", "library", "without", "with", "this package"]))
-    return EXIT_OK
-
-
 # --- Entry -------------------------------------------------------------------------------
 
 
@@ -437,8 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     SystemExit: explain needs a script path or -m module
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == [_CHILD_FLAG]:
-        return _explain_child(arguments[1:])
+    if arguments[:1] == [CHILD_FLAG]:
+        return run_child(arguments[1:])
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help")):
         arguments.insert(0, "doctor")
     options = _parser().parse_args(arguments)

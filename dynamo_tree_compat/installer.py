@@ -108,6 +108,11 @@ NOT_REGISTERED: dict[str, Outcome] = {}
 _helpers_tried: set[str] = set()
 #: The stand-ins for optree's own key sort, taken back with optree's twins.
 _optree_helpers: list[tuple[Callable[..., Any], Any]] = []
+#: The stand-ins for the twins' helpers, and whether they were chosen on safe answers
+#: to capabilities that could not be asked yet (:func:`settle` chooses again).
+_twin_helpers_done: list[tuple[Callable[..., Any], Any]] = []
+_provisional: list[bool] = [False]
+_settle_hooked: list[bool] = []
 #: How to take back what install() gave Dynamo itself (a mappingproxy's type).
 _undo_on_uninstall: list[Callable[[], None]] = []
 _lock = threading.RLock()
@@ -159,6 +164,14 @@ def install(wait: bool = True) -> dict[str, Outcome]:
             if library == "dm-tree" and any(o.kind is Kind.REGISTERED for o in outcomes.values()):
                 _connect_dmtree(module)
         _install_helpers()
+        if _provisional[0]:
+            settle()  # answers asked again: in vain from inside torch's own imports
+        if _provisional[0] and not _settle_hooked:
+            _settle_hooked.append(True)
+            try:
+                _dynamo.before_each_frame(settle)
+            except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+                _dynamo.LOG.debug("could not wait for Dynamo's first frame: %r", error)
         if REGISTERED and not _undo_on_uninstall:
             try:
                 undo = _dynamo.give_mapping_proxies_a_type()
@@ -198,7 +211,8 @@ def _install_helpers() -> None:
             _dynamo.LOG.warning("could not make the twins' helpers' stand-ins: %r", error)
             helpers = []
         for helper in helpers:
-            _substitute_helpers([helper])
+            _twin_helpers_done.extend(_substitute_helpers([helper]))
+        _provisional[0] = not _settled()
     optree_registered = any(key.startswith("optree.") for key in REGISTERED)
     if optree_registered and "optree" not in _helpers_tried:
         _helpers_tried.add("optree")
@@ -240,6 +254,59 @@ def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]
     elif not _dynamo_can("defaultdict_takes_items"):
         stand_ins.append((helpers.defaultdict_like, helpers.defaultdict_like_copied, False))
     return stand_ins
+
+
+def _settled() -> bool:
+    try:
+        return bool(_dynamo.capabilities_settled())
+    except Exception:  # noqa: BLE001 - Dynamo's internals moved: nothing to wait for
+        return True
+
+
+def provisional() -> bool:
+    """Whether the helpers' stand-ins were chosen on answers still open (see settle)."""
+    return _provisional[0]
+
+
+def settle() -> bool:
+    """Chooses the helpers' stand-ins again once every capability can be asked: torch's
+    first ``torch.compile`` imports Dynamo halfway through importing inductor, where no
+    trial can compile; Dynamo's check of the first frame calls this. Returns whether all
+    is settled now."""
+    if not _provisional[0]:
+        return True
+    with _dynamo.compile_lock(False) as held, _lock:
+        if not held or not _settled():
+            return False
+        _provisional[0] = False
+        _retire_unneeded()
+        while _twin_helpers_done:
+            _dynamo.unsubstitute(*_twin_helpers_done.pop())
+        while _optree_helpers:
+            _dynamo.unsubstitute(*_optree_helpers.pop())
+        _helpers_tried.difference_update(("twins", "optree"))
+        _install_helpers()
+        return True
+
+
+def _retire_unneeded() -> None:
+    """Takes back the twins registered on a safe answer that Dynamo, asked at last, does
+    not need (before Dynamo has compiled anything with them)."""
+    for _, (_, _, substitutions) in LIBRARIES.items():
+        for substitution in substitutions:
+            key = substitution.original_name
+            if key not in REGISTERED or substitution.unless_dynamo is None or needed(substitution):
+                continue
+            original, handle = REGISTERED[key]
+            removed = (
+                _dynamo.unroute(original)
+                if handle is None
+                else _dynamo.unsubstitute(original, handle)
+            )
+            if removed:
+                del REGISTERED[key]
+                UNGUARDED.discard(key)
+                NOT_REGISTERED[key] = Outcome(Kind.NO_TWIN_NEEDED, substitution.library)
 
 
 def _substitute_helpers(

@@ -4,10 +4,11 @@ Registered through the ``pytest11`` entry point; importing it imports neither to
 Dynamo. It offers:
 
 - the fixture ``tree_graph_breaks``: the graph breaks Dynamo met during the test, each
-  with ``location``, ``cause`` and ``library`` ("dm-tree", "optree", "torch pytree"
-  or "-");
+  with ``location``, ``cause`` and ``library``: whose code caused it ("dm-tree",
+  "optree", "torch pytree", "dynamo-tree-compat", another package such as "keras", or
+  "your code"), never a tree library's just because a tree call is on the stack;
 - the marker ``@pytest.mark.no_tree_graph_breaks``: the test fails when Dynamo breaks a
-  graph in dm-tree or optree during it, with a list of the breaks and of what this
+  graph in dm-tree, optree or this package during it, with a list of the breaks and of what this
   package did about each;
 - the option ``--tree-graph-breaks``: records every test and prints a summary at the
   end of the session (with pytest-xdist, each worker records its own tests and the
@@ -30,7 +31,7 @@ __all__ = ["TreeGraphBreak"]
 
 MARKER = "no_tree_graph_breaks"
 OPTION = "--tree-graph-breaks"
-TREE_LIBRARIES = ("dm-tree", "optree")
+TREE_LIBRARIES = ("dm-tree", "optree", "dynamo-tree-compat")
 _RECORDS = pytest.StashKey[list["TreeGraphBreak"]]()
 _OFF_WHEN_BROKEN = pytest.StashKey[bool]()
 _SESSION = pytest.StashKey[list[dict[str, str]]]()

@@ -40,8 +40,11 @@ __all__ = [
     "STATS",
     "SUBSTITUTE_UNAVAILABLE",
     "GraphBreakRecorder",
+    "before_each_frame",
+    "capabilities_settled",
     "capability",
     "compile_lock",
+    "count_graphs",
     "counters",
     "give_mapping_proxies_a_type",
     "graph_break_function",
@@ -94,8 +97,11 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "give_mapping_proxies_a_type": ("patches", "give_mapping_proxies_a_type"),
     "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
     "counters": ("internals", "counters"),
+    "count_graphs": ("patches", "count_graphs"),
     "load": ("internals", "load"),
     "capability": ("capabilities", "has"),
+    "capabilities_settled": ("capabilities", "settled"),
+    "before_each_frame": ("patches", "before_each_frame"),
 }
 
 

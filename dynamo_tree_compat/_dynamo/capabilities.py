@@ -8,9 +8,11 @@ behaviour. Answers are cached for the process; ``tests/internals/test_capabiliti
 pins each release's answers, so that a change is a failure there, not a silent switch.
 
 A trial leaves no trace: Dynamo's counters are put back and its graph-break log is
-silenced while it runs. Where a trial cannot run now (Dynamo is tracing, or another
-thread holds the compile lock), or fails, the answer is :data:`SAFE`, which keeps the
-workaround; one that cannot run now is asked again next time.
+silenced while it runs. Where a trial cannot run now (Dynamo is tracing, another
+thread holds the compile lock, or a torch module is half imported, as while torch's
+own imports import Dynamo), the answer is :data:`SAFE`, which keeps the workaround, and
+the question is asked again next time (:func:`settled` says whether any is open). Where
+a trial fails, the answer is :data:`SAFE` for good.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import collections
 import contextlib
 import copy
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import internals
 from .runtime import compile_lock
 
-__all__ = ["NAMES", "SAFE", "answers", "has"]
+__all__ = ["NAMES", "SAFE", "answers", "has", "settled"]
 
 
 def _sorted_mixed_keys(x: Any) -> Any:
@@ -170,6 +173,10 @@ SAFE: dict[str, bool] = {
 _ANSWERS: dict[str, bool] = {}
 
 
+#: Not empty while a trial compiles: its graphs are not the program's.
+TRIALS: list[bool] = []
+
+
 @contextlib.contextmanager
 def _unseen() -> Iterator[None]:
     """Puts Dynamo's counters back, and keeps the graph-break log quiet, around a trial."""
@@ -177,12 +184,23 @@ def _unseen() -> Iterator[None]:
     saved = copy.deepcopy(dict(counters))
     log = logging.getLogger(internals.GRAPH_BREAK_LOGGER)
     disabled, log.disabled = log.disabled, True
+    TRIALS.append(True)
     try:
         yield
     finally:
+        TRIALS.pop()
         log.disabled = disabled
         counters.clear()
         counters.update(saved)
+
+
+def _importing_torch() -> bool:
+    """Whether a torch module is half imported: a compile now would meet it half made."""
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if name.startswith("torch") and getattr(spec, "_initializing", False):
+            return True
+    return False
 
 
 def _ask(name: str) -> bool | None:
@@ -195,7 +213,7 @@ def _ask(name: str) -> bool | None:
             return SAFE[name]
     try:
         internals.load()  # the compile lock is Dynamo's
-        if internals.is_tracing():
+        if internals.is_tracing() or _importing_torch():
             return None
     except Exception:  # noqa: BLE001 - the seam cannot say: do not compile now
         return None
@@ -205,6 +223,8 @@ def _ask(name: str) -> bool | None:
         with _unseen():
             try:
                 return bool(question())
+            except ImportError:  # a module torch imports lazily is half made: not now
+                return None
             except Exception:  # noqa: BLE001 - Dynamo cannot do it: keep the workaround
                 return SAFE[name]
 
@@ -226,6 +246,15 @@ def has(name: str) -> bool:
             return SAFE[name]
         _ANSWERS[name] = answer
     return _ANSWERS[name]
+
+
+def settled() -> bool:
+    """Whether every capability has its answer (asking those not asked yet).
+
+    Where not, the answers given so far include safe ones to ask again later.
+    """
+    answers()
+    return all(name in _ANSWERS for name in NAMES)
 
 
 def answers() -> dict[str, bool]:

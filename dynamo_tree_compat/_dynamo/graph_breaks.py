@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
 
 from . import internals, patches
 from .internals import GRAPH_BREAK_LOGGER
 
-__all__ = ["GraphBreak", "GraphBreakRecorder", "parse_graph_break"]
+__all__ = [
+    "TREE_LIBRARIES",
+    "GraphBreak",
+    "GraphBreakRecorder",
+    "attribute",
+    "cause_text",
+    "owner",
+    "parse_graph_break",
+    "shorten",
+]
 
 
 class GraphBreak:
@@ -32,18 +42,8 @@ class GraphBreak:
 
     @property
     def library(self) -> str:
-        """Which tree library the break comes from: "dm-tree", "optree", "torch pytree",
-        or "-", judged by its report."""
-        message = self.message
-        if "dynamo-tree-compat is disabled here" in message:
-            return "dm-tree"  # a twin's gate, breaking because the mode is off
-        if "module: tree," in message or f"{os.sep}tree{os.sep}__init__.py" in message:
-            return "dm-tree"
-        if "optree" in message:
-            return "optree"
-        if "_pytree" in message:
-            return "torch pytree"
-        return "-"
+        """Whose code caused the break, by :func:`attribute`."""
+        return attribute(self.message, self.location)
 
     @property
     def call_site(self) -> str:
@@ -68,6 +68,112 @@ _MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "dmtree") + os.sep,)
 def _is_machinery(frame: str) -> bool:
     path = frame.rpartition(":")[0]
     return path.endswith(_MACHINERY_FILES) or any(part in path for part in _MACHINERY_DIRS)
+
+
+#: The libraries this package makes traceable, as :func:`attribute` names them.
+TREE_LIBRARIES = ("dm-tree", "optree", "torch pytree")
+_GATE = re.compile(r"(\S+) runs untraced: dynamo-tree-compat is disabled here")
+_FRAME_LINE = re.compile(r'^\s*File "')
+# Products that share one top-level package, named as users know them.
+_PRODUCTS = ((f"ray{os.sep}rllib{os.sep}", "RLlib"),)
+_SITE_DIRS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+
+
+def _library_of_name(name: str) -> str:
+    """The tree library of a qualified function name, or "".
+
+    >>> _library_of_name("optree.tree_map"), _library_of_name("tree.flatten")
+    ('optree', 'dm-tree')
+    """
+    if name.startswith(("torch.utils._pytree", "torch pytree")):
+        return "torch pytree"
+    if name.startswith("optree"):
+        return "optree"
+    return "dm-tree" if name.startswith("tree") else ""
+
+
+def _tree_library_named(report: str) -> str:
+    """The tree library whose function the report's cause names (a skipped function, a C
+    call Dynamo cannot trace), or ""."""
+    if "module: tree," in report or f"{os.sep}tree{os.sep}__init__.py" in report:
+        return "dm-tree"
+    if "optree" in report:
+        return "optree"
+    return "torch pytree" if "_pytree" in report else ""
+
+
+def cause_text(message: str) -> str:
+    """A report without its traceback: the cause, Dynamo's explanation and context."""
+    kept, in_frame = [], False
+    for line in message.splitlines():
+        if _FRAME_LINE.match(line):
+            in_frame = True
+        elif not (in_frame and line.startswith("    ")):
+            in_frame = False
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def owner(path: str) -> str:
+    """The library a source file belongs to, as explain shows it.
+
+    >>> owner("/x/site-packages/tree/__init__.py:428"), owner("/x/site-packages/keras/a.py")
+    ('dm-tree', 'keras')
+    >>> owner("/x/site-packages/ray/rllib/core/learner.py"), owner("model.py:3")
+    ('RLlib', 'your code')
+    """
+    path = path.rpartition(":")[0] if path.rpartition(":")[2].isdigit() else path
+    ours = f"dynamo_tree_compat{os.sep}"
+    if ours in path:
+        if f"{ours}dmtree{os.sep}" in path:
+            return "dm-tree"  # a dm-tree twin's own code
+        return "optree" if path.endswith("optree_twins.py") else "dynamo-tree-compat"
+    if path.endswith(os.path.join("torch", "utils", "_pytree.py")):
+        return "torch pytree"
+    for product_dir, product in _PRODUCTS:
+        if product_dir in path:
+            return product
+    for site in _SITE_DIRS:
+        if site in path:
+            top = path.split(site, 1)[1].split(os.sep, 1)[0].removesuffix(".py")
+            return {"tree": "dm-tree"}.get(top, top)
+    return "your code"
+
+
+def attribute(message: str, location: str) -> str:
+    """Whose code caused a break: the tree library named by a twin's gate or by the
+    cause (a skipped tree function), else the library of the innermost frame. A break in
+    a user's function never counts as a tree library's because a tree call is on the
+    stack.
+
+    >>> attribute("Reason: skipped, module: tree, qualname: flatten", "model.py:4")
+    'dm-tree'
+    >>> attribute("Reason: Unsupported context manager", "/v/site-packages/tree/x.py:1")
+    'dm-tree'
+    >>> attribute("Reason: Unsupported context manager", "model.py:4")
+    'your code'
+    """
+    gate = _GATE.search(message)
+    if gate and _library_of_name(gate.group(1)):
+        return _library_of_name(gate.group(1))
+    where = owner(location)
+    if where in TREE_LIBRARIES or where == "dynamo-tree-compat":
+        return where
+    return _tree_library_named(cause_text(message)) or where
+
+
+def shorten(location: str) -> str:
+    """A source location as a user reads it: relative to its site-packages, or to the
+    working directory.
+
+    >>> shorten("/v/lib/python3.11/site-packages/ray/rllib/core/learner.py:12")
+    'ray/rllib/core/learner.py:12'
+    """
+    for site in _SITE_DIRS:
+        if site in location:
+            return location.split(site, 1)[1]
+    here = os.getcwd() + os.sep
+    return location.removeprefix(here)
 
 
 def parse_graph_break(message: str) -> GraphBreak:

@@ -18,6 +18,8 @@ from typing import Any
 from . import capabilities, internals
 
 __all__ = [
+    "before_each_frame",
+    "count_graphs",
     "end_frame",
     "give_mapping_proxies_a_type",
     "graph_break_function",
@@ -197,3 +199,57 @@ def log_every_graph_break() -> Callable[[], None]:
             del checker.add
 
     return undo
+
+
+def count_graphs() -> tuple[Callable[[], int], Callable[[], None]]:
+    """Counts the graphs Dynamo compiles from now on, whatever backend compiles them and
+    even if the program clears Dynamo's counters: returns (the count so far, undo).
+
+    Dynamo adds one to ``counters["stats"]["unique_graphs"]`` per graph; the stats
+    counter becomes one that also keeps a running total outside ``counters``. The
+    graphs of this package's capability trials do not count.
+    """
+    import collections
+
+    stats = internals.counters()
+    seen = [0]
+
+    class Tally(collections.Counter):  # type: ignore[type-arg]
+        def __setitem__(self, key: Any, value: Any) -> None:
+            if key == "unique_graphs" and isinstance(value, int) and not capabilities.TRIALS:
+                seen[0] += max(0, value - self.get(key, 0))
+            super().__setitem__(key, value)
+
+    factory = stats.default_factory
+    current = Tally()
+    dict.update(current, stats["stats"])  # the count so far, without counting it
+    stats["stats"] = current
+    stats.default_factory = Tally  # a program's counters.clear() makes a Tally again
+
+    def undo() -> None:
+        stats.default_factory = factory
+        stats["stats"] = collections.Counter(stats["stats"])
+
+    return lambda: seen[0], undo
+
+
+def before_each_frame(action: Callable[[], bool]) -> None:
+    """Runs ``action`` as Dynamo takes up each new frame, before it traces (its frame
+    check), until ``action`` returns True: a moment where this package can compile a
+    trial of its own, as it cannot while torch's own imports are half done."""
+    owner, name = internals.tensor_check()
+    original = getattr(owner, name)
+    state = {"done": False, "running": False}
+
+    def has_tensor_in_frame(frame: Any) -> bool:
+        if not state["done"] and not state["running"]:
+            state["running"] = True
+            try:
+                state["done"] = bool(action())
+            except Exception:  # noqa: BLE001 - never in the way of the user's compile
+                state["done"] = True
+            finally:
+                state["running"] = False
+        return original(frame)
+
+    setattr(owner, name, has_tensor_in_frame)

@@ -39,12 +39,19 @@ def _warn_about_set() -> None:
         print(SET_WARNING, file=sys.stderr)
 
 
-def _class_of(instance: object) -> Any:
-    """``instance.__class__``, as the C library asks; for a tensor, its type.
+# Objects whose ``__class__`` is their type, besides tensors: Dynamo reads their type
+# where it cannot read ``__class__`` (on torch 2.5 and 2.6, of a class or a function).
+_CLASS_IS_TYPE = (type, types.FunctionType, types.BuiltinFunctionType)
 
-    Dynamo cannot read ``__class__`` of a tensor subclass, and a tensor's is its type.
+
+def _class_of(instance: object) -> Any:
+    """``instance.__class__``, as the C library asks; for a tensor, a class or a
+    function, its type, which is the same thing.
+
+    >>> _class_of(len), _class_of(int)
+    (<class 'builtin_function_or_method'>, <class 'type'>)
     """
-    if isinstance(instance, _TENSOR):
+    if isinstance(instance, _TENSOR) or isinstance(instance, _CLASS_IS_TYPE):
         return type(instance)
     return instance.__class__
 
@@ -246,9 +253,20 @@ def _children(node: Any) -> list[Any]:
     return list(iterator)
 
 
+_IMMUTABLE_TYPE_FLAG = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+
 def _class_name(cls: type) -> str:
-    """The C-level ``tp_name`` of a class: ``collections.OrderedDict``, ``list``, ``Foo``."""
-    if cls.__flags__ & _HEAP_TYPE_FLAG or cls.__module__ == "builtins":
+    """The C-level ``tp_name`` of a class: ``collections.OrderedDict``, ``list``, ``Foo``.
+
+    A class statement's type is a mutable heap type, named by its ``__name__``; a C type
+    made from a spec is an immutable heap type with its full name (``collections.deque``
+    on Python 3.12 and later).
+    """
+    flags = cls.__flags__
+    if (flags & _HEAP_TYPE_FLAG and not flags & _IMMUTABLE_TYPE_FLAG) or (
+        cls.__module__ == "builtins"
+    ):
         return cls.__name__
     return f"{cls.__module__}.{cls.__name__}"
 

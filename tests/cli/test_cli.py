@@ -142,9 +142,103 @@ def test_explain_runs_a_module_and_prints_a_table(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", **ANY_TORCH},
     )
     assert completed.returncode == 0, completed.stderr
-    assert "graph breaks: 2 without the package, 0 with it" in completed.stdout
+    assert "graph breaks: 2 without, 0 with" in completed.stdout
     assert completed.stdout.count("removed") == 2
     assert "running trainer with the package disabled" in completed.stderr
+
+
+# A program with its own breaks inside a tree call, its own backend, and counters cleared.
+SCRIPT_WITH_OWN_BREAKS = """
+import os, threading
+import torch, tree
+import torch._dynamo.utils
+
+lock = threading.Lock()
+graphs = []
+
+class Box:
+    pass
+
+def backend(graph_module, example_inputs):
+    graphs.append(graph_module)
+    return graph_module.forward
+
+def add_one(t):
+    with lock:
+        return t + 1
+
+def step(x):
+    box = Box()
+    box.__class__ = Box
+    return tree.map_structure(add_one, {"a": x, "b": [x * 2]})
+
+torch._dynamo.utils.counters.clear()
+torch.compile(step, backend=backend)(torch.ones(3))
+torch._dynamo.utils.counters.clear()
+with open("graphs.txt", "a") as handle:
+    handle.write(os.environ["DYNAMO_TREE_COMPAT"] + " " + str(len(graphs)) + "\\n")
+"""
+
+
+def run_explain(tmp_path: Path, program: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "train.py").write_text(program)
+    return subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", "explain", "--json", "train.py"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+
+
+def test_explain_attributes_a_programs_own_breaks_to_it_with_a_hint(tmp_path: Path) -> None:
+    completed = run_explain(tmp_path, SCRIPT_WITH_OWN_BREAKS)
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    # Counted from Dynamo, as the program itself counted, though it cleared the counters.
+    counted = dict(line.split() for line in (tmp_path / "graphs.txt").read_text().splitlines())
+    assert report["graphs"] == {"without": int(counted["0"]), "with": int(counted["1"])}
+    rows = {(row["location"], row["library"]): row for row in report["breaks"]}
+    # The lock is inside a function dm-tree maps; the break is still the program's.
+    assert rows["train.py:17", "your code"]["with"] == 2
+    assert "nullcontext" in rows["train.py:17", "your code"]["hint"]
+    assert "__class__" in rows["train.py:22", "your code"]["hint"]
+    assert rows["train.py:23", "dm-tree"]["removed"]
+    assert {library for _, library in rows} == {"your code", "dm-tree"}
+
+
+@pytest.mark.parametrize(
+    ("ending", "last_line"),
+    [
+        ('raise SystemExit("boom")', "SystemExit: boom"),
+        ('raise ValueError("bad input")', "ValueError: bad input"),
+    ],
+)
+def test_explain_reports_a_failing_program_and_exits_non_zero(
+    tmp_path: Path, ending: str, last_line: str
+) -> None:
+    completed = run_explain(tmp_path, f"import torch\n{ending}\n")
+    assert completed.returncode == 3, completed.stdout + completed.stderr
+    report = json.loads(completed.stdout)
+    for run in ("without", "with"):
+        assert report["failed"][run][-1] == last_line
+
+
+def test_explain_prints_a_failure_with_its_last_lines(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text('def load():\n    raise OSError("no data")\nload()\n')
+    completed = subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", "explain", "train.py"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert completed.returncode == 3
+    assert "FAILED: the program failed with the package:" in completed.stdout
+    assert "OSError: no data" in completed.stdout
+    assert "line 2, in load" in completed.stdout
 
 
 def test_explain_without_a_program_is_a_clear_error() -> None:

@@ -24,6 +24,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dynamo_tree_compat import config, dmtree
+from tests.helpers import leaves as rllib_leaves
 from tests.helpers.compiling import compiled
 from tests.helpers.dynamo_support import TORCH, drawn_kinds
 from tests.helpers.structures import (
@@ -83,6 +84,8 @@ def program(spec: Spec) -> list[Step]:
             steps.append(("tensor", float(payload)))
         elif kind in ("str", "bytes", "none"):
             steps.append(("constant", payload))
+        elif kind in rllib_leaves.KINDS:  # classes, functions, objects, distributions
+            steps.append(("leaf", kind, payload))
         elif visited:
             keys = tuple(key for key, _ in payload) if kind in MAPPINGS else ()
             steps.append(_container_step(kind, len(payload), keys))
@@ -101,6 +104,8 @@ def construct(steps: list[Step], x: torch.Tensor) -> Any:
             stack.append(x + step[1])
         elif step[0] == "constant":
             stack.append(step[1])
+        elif step[0] == "leaf":
+            stack.append(rllib_leaves.make(step[1], step[2], x))
         else:
             count = step[2]
             items = stack[len(stack) - count :]
@@ -163,7 +168,7 @@ def _drop_strings(value: Any) -> Any:
 def _shallow(spec: Spec, cut: int) -> Spec:
     """``spec`` with every subtree at depth ``cut`` (below the chain) made a None leaf."""
     kind, payload = spec
-    if kind in ("int", "float", "str", "bytes", "none"):
+    if kind in ("int", "float", "str", "bytes", "none", *rllib_leaves.KINDS):
         return ("none", None)
     if cut == 0:
         return ("none", None)
@@ -224,6 +229,7 @@ def calls(
 _leaves = st.one_of(
     st.integers(-5, 50).map(lambda v: ("int", v)),
     st.sampled_from([("str", "x"), ("bytes", b"ab"), ("none", None), ("float", 0.5)]),
+    rllib_leaves.strategy(),
 )
 _keys = st.sampled_from(["a", "b", "c", "d", "e", "aa"])
 
@@ -240,7 +246,7 @@ def _node(draw: Any, children: st.SearchStrategy[Spec]) -> Spec:
 
 def depth_of(spec: Spec) -> int:
     kind, payload = spec
-    if kind in ("int", "float", "str", "bytes", "none"):
+    if kind in ("int", "float", "str", "bytes", "none", *rllib_leaves.KINDS):
         return 0
     children = [child for _, child in payload] if kind in MAPPINGS else payload
     return 1 + max((depth_of(child) for child in children), default=0)

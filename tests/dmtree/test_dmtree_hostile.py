@@ -4,6 +4,7 @@ crashes or overflows), eagerly and, where Dynamo can take the input, compiled.""
 from __future__ import annotations
 
 import collections
+import sys
 import types
 from collections import abc
 from collections.abc import Callable, Iterator
@@ -58,8 +59,9 @@ def test_nested_thousands_of_levels_deep() -> None:
     deep: Any = 0
     for _ in range(2000):
         deep = {"k": [deep]}
-    with pytest.raises(RecursionError):
-        tree.flatten(deep)  # the C library overflows; the twin does better
+    if sys.version_info < (3, 13):  # 3.13 gives C code its own, higher recursion limit
+        with pytest.raises(RecursionError):
+            tree.flatten(deep)  # the C library overflows; the twin does better
     assert dmtree.flatten(deep) == [0]
     unflattened = dmtree.unflatten_as(deep, [1])
     assert dmtree.flatten(unflattened) == [1]

@@ -7,6 +7,7 @@ user functions, and the same exception types and messages.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -379,8 +380,11 @@ def test_deep_nesting_beyond_the_c_recursion_limit() -> None:
     deep: Any = 0
     for _ in range(dmtree.MAX_DEPTH - 1):
         deep = [deep]
-    with pytest.raises(RecursionError):
-        tree.flatten(deep)
+    # Python 3.13 gives C code its own recursion limit (about 10,000 levels): the C
+    # library refuses this depth only before 3.13.
+    if sys.version_info < (3, 13):
+        with pytest.raises(RecursionError):
+            tree.flatten(deep)
     assert dmtree.flatten(deep) == [0]
     mapped = dmtree.map_structure(lambda v: v + 1, deep)
     assert dmtree.flatten(mapped) == [1]

@@ -14,6 +14,7 @@ import optree
 import torch
 from hypothesis import strategies as st
 
+from tests.helpers import leaves as rllib_leaves
 from tests.helpers.dynamo_support import drawn_kinds, new_defaultdict
 from tests.helpers.optree_calls import NS, Box, Cfg, Pair, Point
 
@@ -50,6 +51,7 @@ def _leaves() -> st.SearchStrategy[Spec]:
         st.integers(-3, 9).map(lambda v: ("int", v)),
         st.sampled_from(["s", ""]).map(lambda v: ("str", v)),
         st.just(("none", None)),
+        rllib_leaves.strategy(),
     )
 
 
@@ -104,6 +106,8 @@ def build(spec: Spec, tensors: bool = True) -> Any:
         return torch.full((2,), float(payload)) if tensors else payload
     if kind in ("int", "str", "none"):
         return payload
+    if kind in rllib_leaves.KINDS:
+        return rllib_leaves.make(kind, payload)
     if kind in _KEYED:
         pairs = [(key, build(child, tensors)) for key, child in payload]
         if kind == "dict":

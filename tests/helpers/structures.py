@@ -24,6 +24,7 @@ import torch
 import wrapt
 from hypothesis import strategies as st
 
+from tests.helpers import leaves as rllib_leaves
 from tests.helpers.dynamo_support import drawn_kinds, new_defaultdict
 
 Spec = tuple[Any, ...]
@@ -91,6 +92,7 @@ SEQUENCE_KINDS = ("list", "tuple", "namedtuple", "namedtuple_subclass", "deque",
 MAPPING_KINDS = ("dict", "ordereddict", "defaultdict", "mapping", "mappingproxy")
 VIEW_KINDS = ("keys", "values", "items")
 LEAF_KINDS = ("int", "str", "bytes", "none", "float", "array", "set", "bytearray")
+LEAF_KINDS += rllib_leaves.KINDS  # classes, functions, user objects, distributions
 
 _sortable_keys = st.one_of(
     st.sampled_from(["a", "b", "c", "d", "e", "aa"]), st.integers(min_value=-3, max_value=3)
@@ -107,6 +109,7 @@ def leaves() -> st.SearchStrategy[Spec]:
         st.integers(0, 3).map(lambda v: ("array", v)),
         st.just(("set", (1, 2))),
         st.just(("bytearray", b"ab")),
+        rllib_leaves.strategy(),
     )
 
 
@@ -236,6 +239,8 @@ def container(kind: str, items: list[Any], keys: Any = ()) -> Any:
 
 
 def _build_leaf(kind: str, payload: Any) -> Any:
+    if kind in rllib_leaves.KINDS:
+        return rllib_leaves.make(kind, payload)
     if kind == "array":
         return np.arange(payload)
     if kind == "set":
@@ -303,6 +308,9 @@ def assert_identical(expected: Any, actual: Any, where: str = "root") -> None:
             field.name for field in dataclasses.fields(expected)
         ]
         for name in names:
+            assert_identical(getattr(expected, name), getattr(actual, name), f"{where}.{name}")
+    elif isinstance(expected, torch.distributions.Distribution):
+        for name in expected.arg_constraints:
             assert_identical(getattr(expected, name), getattr(actual, name), f"{where}.{name}")
     elif type(expected).__name__ == "PyTreeSpec":  # optree's: equal, and shown alike
         assert expected == actual and repr(expected) == repr(actual), where

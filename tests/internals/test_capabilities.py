@@ -9,11 +9,14 @@ seen on 2026-12-03 (``docs/torch-versions.md``).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from dynamo_tree_compat._dynamo import capabilities
 from tests.helpers.dynamo_support import FEATURES, TORCH, dynamo_traces
+from tests.helpers.fresh import run_fresh
 
 RELEASES = [(2, minor) for minor in range(5, 16)]
 
@@ -101,3 +104,31 @@ def test_a_trial_leaves_dynamo_s_counters_as_they_were() -> None:
     with capabilities._unseen():
         torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
     assert {kind: dict(events) for kind, events in counters.items()} == before
+
+
+@needs_a_pinned_release
+def test_a_first_compile_that_imports_dynamo_still_gets_true_answers() -> None:
+    """A program's first ``torch.compile`` imports Dynamo halfway through importing
+    inductor, where no trial can compile: the answers given then are the safe ones, and
+    Dynamo's check of the first frame asks again, before anything is traced. The first
+    compiled call then already uses this release's true answers (here: a defaultdict
+    made in the graph, which the safe answer would break out of the graph for)."""
+    completed = run_fresh(
+        """
+        import collections, json, sys
+        import torch, tree
+        assert "torch._dynamo" not in sys.modules
+        def step(x):
+            made = collections.defaultdict(list, {"a": x, "b": [x + 1]})
+            return tree.map_structure(lambda t: t * 2, made)
+        out = torch.compile(step, backend="eager", fullgraph=True)(torch.ones(2))
+        from dynamo_tree_compat._dynamo import capabilities
+        print(json.dumps([type(out).__name__, capabilities._ANSWERS]))
+        """,
+        DYNAMO_TREE_COMPAT_ANY_TORCH="1",
+    )
+    kind, answers = json.loads(completed.stdout.strip().splitlines()[-1])
+    expected = {name: TORCH in TRUE_ON[name] for name in capabilities.NAMES}
+    assert answers == expected
+    if expected["defaultdict_leaves_graph"]:
+        assert kind == "defaultdict"

@@ -1,0 +1,171 @@
+"""Real clients under torch.compile with inductor, package off and on, in one run.
+
+Rows: RLlib's PPO learner update (ray 2.60.0; the step of ``tests/integration/
+rllib_learner.py``, compiled, then backward and Adam) as RLlib ships it and with its two
+own graph breaks worked around; Keras 3.11.3's ``fit`` with ``jit_compile=True`` (the
+torch backend compiles its train step). Each row gives graphs and graph breaks, the
+compile time of the first step, and the step time compiled over eager (below 1: faster
+than eager). A row whose program fails says so.
+
+    python benchmarks/real_clients.py [--steps 30] [--only rllib|keras]
+
+Needs ray[rllib] and keras 3.11.3 in one environment: ``make benchmark-real-clients``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+import dynamo_tree_compat
+from dynamo_tree_compat import _dynamo
+
+Row = dict[str, Any]
+
+
+def _timed(step: Callable[[], Any], steps: int) -> float:
+    """Seconds per call, the best of three rounds of ``steps`` calls."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(steps):
+            step()
+        best = min(best, (time.perf_counter() - started) / steps)
+    return best
+
+
+def _scope(package: str) -> Any:
+    return dynamo_tree_compat.enabled() if package == "on" else dynamo_tree_compat.disabled()
+
+
+def _measure(name: str, package: str, run: Callable[[], tuple[float, float]]) -> Row:
+    """Runs one row: graphs and breaks counted from Dynamo, whatever fails reported."""
+    torch._dynamo.reset()
+    graphs, undo = _dynamo.count_graphs()
+    row: Row = {"client": name, "package": package}
+    try:
+        with _scope(package), _dynamo.GraphBreakRecorder() as recorder:
+            compile_seconds, ratio = run()
+        row |= {"compile s": f"{compile_seconds:.1f}", "compiled / eager": f"{ratio:.2f}"}
+    except Exception as error:  # noqa: BLE001 - a client that fails is a result too
+        row |= {"compile s": "-", "compiled / eager": f"fails: {type(error).__name__}"}
+    finally:
+        undo()
+    breaks = recorder.breaks
+    tree_breaks = sum(item.library in ("dm-tree", "optree") for item in breaks)
+    row |= {"graphs": graphs(), "breaks (tree)": f"{len(breaks)} ({tree_breaks})"}
+    return row
+
+
+def rllib_rows(steps: int) -> list[Row]:
+    from tests.integration.rllib_learner import (
+        NESTED_ACTIONS,
+        OBSERVATIONS,
+        build_learner,
+        make_batch,
+        training_step,
+    )
+
+    spaces = {"default_policy": (OBSERVATIONS, NESTED_ACTIONS)}
+
+    def update(learner: Any, step: Callable[[Any], Any], batch: Any) -> None:
+        _, losses = step(batch)
+        learner.apply_gradients(learner.compute_gradients(losses))
+
+    def run(worked_around: bool) -> tuple[float, float]:
+        learner = build_learner(spaces, worked_around)
+        batch = make_batch(learner, spaces)
+        eager_step = training_step(learner)
+        update(learner, eager_step, batch)
+        eager = _timed(lambda: update(learner, eager_step, batch), steps)
+        compiled_step = torch.compile(training_step(learner))
+        started = time.perf_counter()
+        update(learner, compiled_step, batch)
+        compile_seconds = time.perf_counter() - started
+        compiled = _timed(lambda: update(learner, compiled_step, batch), steps)
+        return compile_seconds, compiled / eager
+
+    rows = []
+    for worked_around, label in (
+        (False, "RLlib PPO update, as shipped"),
+        (True, "RLlib, worked around"),
+    ):
+        for package in ("off", "on"):
+            rows.append(_measure(label, package, lambda w=worked_around: run(w)))
+    return rows
+
+
+def keras_rows(steps: int) -> list[Row]:
+    import keras
+    import numpy as np
+
+    generator = np.random.default_rng(0)
+    x = generator.standard_normal((32 * steps, 32)).astype("float32")
+    y = generator.standard_normal((32 * steps, 4)).astype("float32")
+
+    def model(jit_compile: bool) -> Any:
+        keras.utils.set_random_seed(0)
+        built = keras.Sequential(
+            [
+                keras.Input((32,)),
+                keras.layers.Dense(64, activation="relu"),
+                keras.layers.LayerNormalization(),
+                keras.layers.Dense(64, activation="relu"),
+                keras.layers.Dense(4),
+            ]
+        )
+        built.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
+        return built
+
+    def epoch_seconds(built: Any) -> float:
+        started = time.perf_counter()
+        built.fit(x, y, epochs=1, batch_size=32, verbose=0)
+        return time.perf_counter() - started
+
+    def run() -> tuple[float, float]:
+        eager = model(False)
+        epoch_seconds(eager)
+        eager_time = min(epoch_seconds(eager) for _ in range(3))
+        compiled = model(True)
+        compile_seconds = epoch_seconds(compiled)  # the first epoch compiles the step
+        compiled_time = min(epoch_seconds(compiled) for _ in range(3))
+        return compile_seconds, compiled_time / eager_time
+
+    label = f"Keras {keras.__version__} fit (Sequential MLP)"
+    return [_measure(label, package, run) for package in ("off", "on")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per round")
+    parser.add_argument("--only", choices=["rllib", "keras"])
+    options = parser.parse_args()
+    print(f"machine: {platform.machine()}, {platform.platform()}")
+    print(f"torch {torch.__version__}, python {platform.python_version()}, inductor on CPU\n")
+    rows: list[Row] = []
+    if options.only in (None, "rllib"):
+        rows += rllib_rows(options.steps)
+    if options.only in (None, "keras"):
+        rows += keras_rows(options.steps)
+    header = ["client", "package", "graphs", "breaks (tree)", "compile s", "compiled / eager"]
+    cells = [header, *[[str(row[key]) for key in header] for row in rows]]
+    widths = [max(len(line[index]) for line in cells) for index in range(len(header))]
+    for index, line in enumerate(cells):
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        if index == 0:
+            print("  ".join("-" * width for width in widths))
+
+
+if __name__ == "__main__":
+    main()

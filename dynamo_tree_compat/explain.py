@@ -1,0 +1,283 @@
+"""``python -m dynamo_tree_compat explain``: a program's graph breaks, without and with
+the package, each with whose code caused it and what a user can do about it.
+
+The program runs twice in a child interpreter, with ``DYNAMO_TREE_COMPAT=0`` and then
+``=1``. The child counts the graphs Dynamo compiles (whatever backend the program
+passes, and even if it clears Dynamo's counters) and records every graph break.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import runpy
+import subprocess
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+__all__ = ["EXIT_PROGRAM_FAILED", "explain", "hint", "run_child"]
+
+EXIT_OK = 0
+EXIT_BREAKS_REMAIN = 1
+EXIT_PROGRAM_FAILED = 3
+CHILD_FLAG = "--_explain-child"
+_ERROR_LINES = 8
+
+# (pattern in the cause, what a user can do), first match wins. The causes are Dynamo's.
+_HINTS: tuple[tuple[str, str], ...] = (
+    (
+        r"dynamo-tree-compat is disabled here",
+        "the package is off for this call: remove DYNAMO_TREE_COMPAT=0 or the disabled() "
+        "scope around it",
+    ),
+    (
+        r"__class__ assignment",
+        "assigning obj.__class__ is not traceable: create the object as that class (e.g. "
+        "call the parent's classmethod with cls), or move it out of the compiled region",
+    ),
+    (
+        r"(?is)context manager.*lock",
+        "a lock cannot be entered while tracing: take it outside the compiled region, or "
+        "swap it for contextlib.nullcontext() while torch.compiler.is_compiling()",
+    ),
+    (
+        r"(?i)unsupported context manager",
+        "Dynamo cannot enter this context manager: enter it outside the compiled region",
+    ),
+    (
+        r"(?i)marked as skipped|skip_files|skipped function|torch\._dynamo\.disable|"
+        r"torch\.compiler\.disable",
+        "Dynamo does not trace this function: call it outside the compiled region, or "
+        "wrap the helper in torch.compiler.disable so that the break is deliberate",
+    ),
+    (
+        r"(?i)item\(\)|Tensor\.item|tolist|scalar output|capture_scalar_outputs",
+        "a tensor's value is read into Python (.item(), float(t), .tolist()): keep it a "
+        "tensor, or set torch._dynamo.config.capture_scalar_outputs = True",
+    ),
+    (
+        r"(?i)data[- ]dependent|generic_jump|jump.*tensor|branch",
+        "Python control flow depends on a tensor's value: use torch.where or torch.cond, "
+        "or make the decision outside the compiled region",
+    ),
+    (
+        r"(?i)backward",
+        "backward() inside the compiled region: compile the forward and the loss, and "
+        "call backward() outside (or use compiled autograd)",
+    ),
+    (
+        r"(?i)numpy|ndarray",
+        "numpy inside the compiled region: use torch ops, or convert outside it",
+    ),
+    (
+        r"(?i)graph_break\(\)|User-inserted graph break",
+        "an explicit torch._dynamo.graph_break(): remove it if it is not needed",
+    ),
+    (
+        r"(?i)failed to trace builtin operator",
+        "Dynamo cannot call this builtin with these arguments (e.g. min() over a "
+        "generator): rewrite the call, or move it out of the compiled region",
+    ),
+    (
+        r"(?i)\bprint\b|logging|logger",
+        "printing or logging while compiled: move it out, or list the function in "
+        "torch._dynamo.config.reorderable_logging_functions",
+    ),
+)
+_TREE_HINT = (
+    "a tree call this package does not cover here: see `python -m dynamo_tree_compat "
+    "--all`, and please report it"
+)
+_DEFAULT_HINT = (
+    "see the full report with TORCH_LOGS=graph_breaks; moving this code out of the "
+    "compiled region, or torch.compiler.disable on it, makes the break deliberate"
+)
+
+
+def hint(cause: str, library: str) -> str:
+    """One line on what a user can do about a graph break, from Dynamo's cause.
+
+    >>> hint("Unsupported context manager: a `lock` context manager", "RLlib")[:29]
+    'a lock cannot be entered whil'
+    >>> hint("Attempted to call function marked as skipped", "keras")[:34]
+    'Dynamo does not trace this functio'
+    """
+    for pattern, text in _HINTS:
+        if re.search(pattern, cause):
+            return text
+    from ._dynamo.graph_breaks import TREE_LIBRARIES
+
+    return _TREE_HINT if library in TREE_LIBRARIES else _DEFAULT_HINT
+
+
+# --- The child: one run of the program ----------------------------------------------
+
+
+def run_child(argv: list[str]) -> int:
+    """Runs the user's program, recording graphs and breaks; writes them as JSON."""
+    output, kind, target, *args = argv
+    import dynamo_tree_compat  # noqa: F401 - activates unless DYNAMO_TREE_COMPAT=0
+
+    from . import _dynamo
+    from ._dynamo.graph_breaks import cause_text, shorten
+
+    graphs, undo = _dynamo.count_graphs()  # loads Dynamo too, before the program runs
+    exit_code: int | str | None = 0
+    error: list[str] = []
+    with _dynamo.GraphBreakRecorder() as recorder:
+        sys.argv = [target, *args]
+        try:
+            if kind == "module":
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(target, run_name="__main__")
+        except SystemExit as stop:
+            exit_code = stop.code
+            if exit_code not in (0, None):
+                error = [f"SystemExit: {stop.code}"]
+        except BaseException as failure:  # noqa: BLE001 - the program's failure, reported
+            exit_code = 1
+            lines = traceback.format_exception(type(failure), failure, failure.__traceback__)
+            error = "".join(lines).rstrip().splitlines()[-_ERROR_LINES:]
+    undo()
+    breaks = []
+    for item in recorder.breaks:
+        # Dynamo's cause, explanation and context, without its generic hints.
+        lines = cause_text(item.message).splitlines()
+        cause = "\n".join(line for line in lines if not line.strip().startswith("Hint:"))
+        breaks.append(
+            {
+                "location": shorten(item.call_site),
+                "where": shorten(item.location),
+                "reason": item.reason,
+                "library": item.library,
+                "hint": hint(f"{item.reason}\n{cause}", item.library),
+            }
+        )
+    with open(output, "w") as handle:
+        json.dump(
+            {"breaks": breaks, "graphs": graphs(), "exit_code": exit_code, "error": error},
+            handle,
+        )
+    return 0
+
+
+def _run_program(kind: str, target: str, args: list[str], enabled: bool) -> dict[str, Any]:
+    """One run in a child interpreter; the program's output passes through."""
+    with tempfile.TemporaryDirectory() as folder:
+        output = os.path.join(folder, "run.json")
+        environment = {**os.environ, "DYNAMO_TREE_COMPAT": "1" if enabled else "0"}
+        command = [sys.executable, "-m", "dynamo_tree_compat", CHILD_FLAG, output, kind, target]
+        tail: collections.deque[str] = collections.deque(maxlen=_ERROR_LINES)
+        with subprocess.Popen(
+            [*command, *args], env=environment, stderr=subprocess.PIPE, text=True
+        ) as child:
+            assert child.stderr is not None
+            for line in child.stderr:
+                sys.stderr.write(line)
+                tail.append(line.rstrip("\n"))
+        if os.path.exists(output):
+            with open(output) as handle:
+                run: dict[str, Any] = json.load(handle)
+        else:  # the interpreter itself died: no record, only its last words
+            run = {"breaks": [], "graphs": None, "exit_code": child.returncode}
+            run["error"] = list(tail) or [f"exit status {child.returncode}"]
+        run["failed"] = bool(run["error"]) or child.returncode != 0
+        if run["failed"] and not run["error"]:
+            run["error"] = list(tail) or [f"exit status {child.returncode}"]
+        return run
+
+
+# --- The report ------------------------------------------------------------------------
+
+
+def _rows(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for index, run in enumerate((before, after)):
+        for item in run["breaks"]:
+            key = (item["location"], item["reason"], item["library"])
+            group = groups.setdefault(key, [0, 0, item])
+            group[index] += 1
+    return [
+        {
+            "location": location,
+            "where": item["where"],
+            "reason": reason,
+            "library": library,
+            "without": without,
+            "with": with_package,
+            "removed": with_package == 0,
+            "hint": item["hint"],
+        }
+        for (location, reason, library), (without, with_package, item) in sorted(groups.items())
+    ]
+
+
+def _render(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    graphs, breaks = summary["graphs"], summary["graph_breaks"]
+    lines = [
+        f"graphs: {graphs['without']} without the package, {graphs['with']} with it; "
+        f"graph breaks: {breaks['without']} without, {breaks['with']} with",
+        "",
+    ]
+    table = [
+        (
+            row["location"],
+            row["reason"][:60],
+            row["library"],
+            row["without"],
+            row["with"],
+            "removed" if row["removed"] else "remains",
+        )
+        for row in rows
+    ]
+    from .cli import _table
+
+    header = ["where", "cause", "library", "without", "with", "this package"]
+    lines.append(_table(table, header))
+    remaining = [row for row in rows if not row["removed"]]
+    if remaining:
+        lines += ["", "what you can do about the breaks that remain:"]
+        for row in remaining:
+            lines.append(f"  {row['location']} ({row['library']}): {row['hint']}")
+    for label, failure in summary["failed"].items():
+        if failure:
+            lines += ["", f"FAILED: the program failed {label} the package:"]
+            lines += [f"  {line}" for line in failure]
+    return "\n".join(lines)
+
+
+def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
+    """Runs the program with the package disabled, then enabled; prints the breaks.
+
+    Exits 3 if the program failed in either run, 1 if tree-library breaks remain with
+    the package, else 0.
+    """
+    from ._dynamo.graph_breaks import TREE_LIBRARIES
+
+    print(f"... running {target} with the package disabled", file=sys.stderr, flush=True)
+    before = _run_program(kind, target, args, enabled=False)
+    print(f"... running {target} with the package enabled", file=sys.stderr, flush=True)
+    after = _run_program(kind, target, args, enabled=True)
+    rows = _rows(before, after)
+    summary = {
+        "graph_breaks": {"without": len(before["breaks"]), "with": len(after["breaks"])},
+        "graphs": {"without": before["graphs"], "with": after["graphs"]},
+        "exit_codes": {"without": before["exit_code"], "with": after["exit_code"]},
+        "failed": {
+            "without": before["error"] if before["failed"] else None,
+            "with": after["error"] if after["failed"] else None,
+        },
+    }
+    if as_json:
+        print(json.dumps({**summary, "breaks": rows}, indent=2))
+    else:
+        print(_render(summary, rows))
+    if before["failed"] or after["failed"]:
+        return EXIT_PROGRAM_FAILED
+    tree_left = any(row["library"] in TREE_LIBRARIES and row["with"] for row in rows)
+    return EXIT_BREAKS_REMAIN if tree_left else EXIT_OK

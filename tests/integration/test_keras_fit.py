@@ -1,0 +1,106 @@
+"""Keras training as users run it: ``model.compile(..., jit_compile=True)`` then
+``fit``, ``evaluate`` and ``predict`` on the torch backend, where Keras wraps each step in
+``torch.compile``. No tree graph breaks, and the same losses, weights and outputs as
+``jit_compile=False`` from the same seed.
+
+Keras 3.11.3 (``keras.tree`` through optree) runs in the project's environment; Keras
+3.0.5 (through dm-tree) in ``.venv-keras`` (``make integration-keras``). Keras's own
+breaks (``backward()``, ``.item()``, numpy dtypes) remain and are not this package's.
+Most runs trace with ``backend="eager"`` (``torch.compile`` is wrapped while they run);
+one fit runs Keras's default, inductor.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+keras = pytest.importorskip("keras")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from dynamo_tree_compat import _dynamo  # noqa: E402
+from dynamo_tree_compat._dynamo.graph_breaks import TREE_LIBRARIES  # noqa: E402
+
+SAMPLES, FEATURES, OUTPUTS = 96, 12, 3
+
+
+def sequential() -> Any:
+    return keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.LayerNormalization(),
+            keras.layers.Dense(OUTPUTS),
+        ]
+    )
+
+
+def dict_input() -> Any:
+    inputs = {"a": keras.Input((8,), name="a"), "b": keras.Input((FEATURES - 8,), name="b")}
+    hidden = keras.layers.Concatenate()([keras.layers.Dense(16)(inputs["a"]), inputs["b"]])
+    hidden = keras.layers.Dense(32, activation="relu")(hidden)
+    return keras.Model(inputs, keras.layers.Dense(OUTPUTS)(hidden))
+
+
+def data(build: Callable[[], Any]) -> tuple[Any, np.ndarray]:
+    generator = np.random.default_rng(0)
+    x = generator.standard_normal((SAMPLES, FEATURES)).astype("float32")
+    y = generator.standard_normal((SAMPLES, OUTPUTS)).astype("float32")
+    return ({"a": x[:, :8], "b": x[:, 8:]} if build is dict_input else x), y
+
+
+@pytest.fixture
+def eager_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Keras's ``torch.compile(step)`` with the eager backend: Dynamo traces it all."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    yield
+
+
+def train(build: Callable[[], Any], jit_compile: bool) -> dict[str, Any]:
+    """fit (2 epochs), evaluate and predict, from seed 0; everything to compare."""
+    torch._dynamo.reset()
+    keras.utils.set_random_seed(0)
+    model = build()
+    model.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
+    x, y = data(build)
+    history = model.fit(x, y, epochs=2, batch_size=32, shuffle=False, verbose=0)
+    return {
+        "losses": history.history["loss"],
+        "weights": [np.asarray(weight) for weight in model.get_weights()],
+        "evaluate": model.evaluate(x, y, batch_size=32, verbose=0),
+        "predict": model.predict(x, batch_size=32, verbose=0),
+    }
+
+
+def assert_same(compiled: dict[str, Any], eager: dict[str, Any]) -> None:
+    np.testing.assert_allclose(compiled["losses"], eager["losses"], rtol=1e-5, atol=1e-6)
+    for got, expected in zip(compiled["weights"], eager["weights"], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(compiled["evaluate"], eager["evaluate"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(compiled["predict"], eager["predict"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.no_tree_graph_breaks  # the plugin fails the test on any tree break
+@pytest.mark.parametrize("build", [sequential, dict_input])
+def test_fit_evaluate_predict_with_jit_compile(
+    build: Callable[[], Any], eager_backend: None
+) -> None:
+    eager = train(build, jit_compile=False)
+    with _dynamo.GraphBreakRecorder() as recorder:
+        compiled = train(build, jit_compile=True)
+    assert not [item for item in recorder.breaks if item.library in TREE_LIBRARIES]
+    assert_same(compiled, eager)
+
+
+@pytest.mark.slow
+@pytest.mark.no_tree_graph_breaks
+def test_fit_with_inductor_as_keras_compiles_it() -> None:
+    eager = train(sequential, jit_compile=False)
+    compiled = train(sequential, jit_compile=True)
+    assert_same(compiled, eager)

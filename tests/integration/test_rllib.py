@@ -1,0 +1,122 @@
+"""Real RLlib (ray 2.60.0, unmodified) under torch.compile: a PPO learner built by RLlib
+with nested action spaces, its training step compiled. No dm-tree graph breaks; with
+RLlib's two own breaks worked around (see ``rllib_learner``), one graph.
+
+Runs in its own environment (``make integration-rllib``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray.rllib")
+import torch
+
+import dynamo_tree_compat
+from dynamo_tree_compat import _dynamo
+from tests.integration.rllib_learner import (
+    NESTED_ACTIONS,
+    OBSERVATIONS,
+    OTHER_ACTIONS,
+    build_learner,
+    make_batch,
+    train_once,
+    training_step,
+)
+
+HERE = Path(__file__).parent
+SINGLE = {"default_policy": (OBSERVATIONS, NESTED_ACTIONS)}
+MULTI = {"p0": (OBSERVATIONS, NESTED_ACTIONS), "p1": (OBSERVATIONS, OTHER_ACTIONS)}
+
+
+def eager_and_compiled(
+    spaces: dict[str, Any], worked_around: bool, **compile_options: Any
+) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """One update each, eagerly and compiled, from the same initial learner and batch;
+    returns both results and the number of graphs compiled."""
+    learner = build_learner(spaces, worked_around)
+    batch = make_batch(learner, spaces)
+    eager = train_once(learner, training_step(learner), batch)
+    graphs = []
+
+    def counting_backend(graph_module: Any, example_inputs: Any) -> Any:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    learner = build_learner(spaces, worked_around)
+    step = torch.compile(training_step(learner), backend=counting_backend, **compile_options)
+    compiled = train_once(learner, step, batch)
+    return eager, compiled, len(graphs)
+
+
+def test_without_the_package_dm_tree_breaks_the_learner_step() -> None:
+    """The baseline the tests below remove: RLlib's distributions call dm-tree."""
+    with dynamo_tree_compat.disabled(), _dynamo.GraphBreakRecorder() as recorder:
+        eager, compiled, graphs = eager_and_compiled(SINGLE, worked_around=False)
+    assert sum(item.library == "dm-tree" for item in recorder.breaks) > 0
+    assert graphs > 1
+    torch.testing.assert_close(compiled, eager)
+
+
+@pytest.mark.no_tree_graph_breaks
+def test_ppo_learner_step_as_shipped_has_no_dm_tree_breaks() -> None:
+    with _dynamo.GraphBreakRecorder() as recorder:
+        eager, compiled, _ = eager_and_compiled(SINGLE, worked_around=False)
+    # What remains is RLlib's own: the two breaks rllib_learner works around.
+    assert {item.library for item in recorder.breaks} == {"RLlib"}
+    torch.testing.assert_close(compiled, eager)  # losses, gradients, metrics, parameters
+
+
+@pytest.mark.no_tree_graph_breaks
+def test_ppo_learner_step_is_one_graph_with_rllib_breaks_worked_around() -> None:
+    eager, compiled, graphs = eager_and_compiled(SINGLE, worked_around=True, fullgraph=True)
+    assert graphs == 1
+    torch.testing.assert_close(compiled, eager)
+
+
+@pytest.mark.no_tree_graph_breaks
+def test_multi_agent_learner_with_two_nested_action_spaces() -> None:
+    eager, compiled, graphs = eager_and_compiled(MULTI, worked_around=True, fullgraph=True)
+    assert graphs == 1
+    assert set(compiled["losses"]) == {"p0", "p1"}
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_explain_tells_the_truth_on_an_rllib_script(tmp_path: Path) -> None:
+    counts = tmp_path / "graphs.txt"
+    completed = subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", "explain", "--json"]
+        + [str(HERE / "rllib_script.py"), str(counts)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout)
+    # The script counts its graphs with its own backend and clears Dynamo's counters.
+    counted = dict(line.split() for line in counts.read_text().splitlines())
+    assert report["graphs"] == {"without": int(counted["0"]), "with": int(counted["1"])}
+    assert report["graphs"]["with"] < report["graphs"]["without"]
+    rows = report["breaks"]
+    assert all(row["removed"] for row in rows if row["library"] == "dm-tree")
+    assert any(row["library"] == "dm-tree" for row in rows)
+    remaining = [row for row in rows if not row["removed"]]
+    # RLlib's own two, and torch's KL dispatch on its first call (min() over a generator).
+    assert {row["library"] for row in remaining} <= {"RLlib", "torch"}
+    files = {row["location"].rpartition(":")[0] for row in remaining if row["library"] == "RLlib"}
+    assert files == {
+        "ray/rllib/core/distribution/distribution.py",
+        "ray/rllib/utils/metrics/metrics_logger.py",
+    }
+    hints = {row["location"].rpartition(":")[0]: row["hint"] for row in remaining}
+    assert "__class__" in hints["ray/rllib/core/distribution/distribution.py"]
+    assert "nullcontext" in hints["ray/rllib/utils/metrics/metrics_logger.py"]
