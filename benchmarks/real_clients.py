@@ -65,6 +65,9 @@ def _measure(name: str, package: str, run: Callable[[], tuple[float, float]]) ->
     breaks = recorder.breaks
     tree_breaks = sum(item.library in ("dm-tree", "optree") for item in breaks)
     row |= {"graphs": graphs(), "breaks (tree)": f"{len(breaks)} ({tree_breaks})"}
+    if os.environ.get("REAL_CLIENTS_SHOW_BREAKS"):
+        for item in breaks:
+            print(f"  {name}, package {package}: {item.location}: {item.reason[:80]}")
     return row
 
 

@@ -40,12 +40,12 @@ _HINTS: tuple[tuple[str, str], ...] = (
         "call the parent's classmethod with cls), or move it out of the compiled region",
     ),
     (
-        r"(?is)context manager.*lock",
+        r"(?is)(context manager|BEFORE_WITH|SETUP_WITH).*lock",
         "a lock cannot be entered while tracing: take it outside the compiled region, or "
         "swap it for contextlib.nullcontext() while torch.compiler.is_compiling()",
     ),
     (
-        r"(?i)unsupported context manager",
+        r"(?i)unsupported context manager|BEFORE_WITH|SETUP_WITH",
         "Dynamo cannot enter this context manager: enter it outside the compiled region",
     ),
     (

@@ -201,9 +201,13 @@ def test_explain_attributes_a_programs_own_breaks_to_it_with_a_hint(tmp_path: Pa
     assert report["graphs"] == {"without": int(counted["0"]), "with": int(counted["1"])}
     rows = {(row["location"], row["library"]): row for row in report["breaks"]}
     # The lock is inside a function dm-tree maps; the break is still the program's.
-    assert rows["train.py:17", "your code"]["with"] == 2
+    assert rows["train.py:17", "your code"]["with"] >= 1  # once per leaf from 2.6 on
     assert "nullcontext" in rows["train.py:17", "your code"]["hint"]
-    assert "__class__" in rows["train.py:22", "your code"]["hint"]
+    # The __class__ assignment breaks the graph on torch 2.13 (2.5 and 2.9 trace it).
+    if TORCH >= (2, 13):
+        assert ("train.py:22", "your code") in rows
+    for row in rows.values():
+        assert ("__class__" in row["hint"]) is ("__class__" in row["reason"])
     assert rows["train.py:23", "dm-tree"]["removed"]
     assert {library for _, library in rows} == {"your code", "dm-tree"}
 
