@@ -81,6 +81,11 @@ def _ready(module_name: str) -> bool:
     return module is not None and not getattr(spec, "_initializing", False)
 
 
+def half_imported(module_name: str) -> bool:
+    """Whether a module is being imported right now (by this thread or another)."""
+    return module_name in sys.modules and not _ready(module_name)
+
+
 def _register_now(hooked: str | None = None) -> None:
     """Registers the twins, if Dynamo and at least one mirrored library are imported.
 
