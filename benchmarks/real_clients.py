@@ -30,6 +30,7 @@ import torch
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo
+from dynamo_tree_compat._dynamo.graph_breaks import TREE_LIBRARIES
 
 Row = dict[str, Any]
 
@@ -63,7 +64,7 @@ def _measure(name: str, package: str, run: Callable[[], tuple[float, float]]) ->
     finally:
         undo()
     breaks = recorder.breaks
-    tree_breaks = sum(item.library in ("dm-tree", "optree") for item in breaks)
+    tree_breaks = sum(item.library in TREE_LIBRARIES for item in breaks)
     row |= {"graphs": graphs(), "breaks (tree)": f"{len(breaks)} ({tree_breaks})"}
     if os.environ.get("REAL_CLIENTS_SHOW_BREAKS"):
         for item in breaks:

@@ -76,14 +76,7 @@ def warn_once(reason: str) -> None:
 
 def _ready(module_name: str) -> bool:
     """Whether a module is imported and done initializing."""
-    module = sys.modules.get(module_name)
-    spec = getattr(module, "__spec__", None)
-    return module is not None and not getattr(spec, "_initializing", False)
-
-
-def half_imported(module_name: str) -> bool:
-    """Whether a module is being imported right now (by this thread or another)."""
-    return module_name in sys.modules and not _ready(module_name)
+    return sys.modules.get(module_name) is not None and not runtime.half_imported(module_name)
 
 
 def _register_now(hooked: str | None = None) -> None:

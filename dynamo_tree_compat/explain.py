@@ -258,10 +258,11 @@ def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
     the package, else 0.
     """
     from ._dynamo.graph_breaks import TREE_LIBRARIES
+    from .cli import _progress
 
-    print(f"... running {target} with the package disabled", file=sys.stderr, flush=True)
+    _progress(f"running {target} with the package disabled")
     before = _run_program(kind, target, args, enabled=False)
-    print(f"... running {target} with the package enabled", file=sys.stderr, flush=True)
+    _progress(f"running {target} with the package enabled")
     after = _run_program(kind, target, args, enabled=True)
     rows = _rows(before, after)
     summary = {

@@ -141,9 +141,9 @@ def install(wait: bool = True) -> dict[str, Outcome]:
     False (the post-import hook: the compiling thread may wait for that very import).
     Returns what happened this time to each original it tried, by its import path.
     """
-    from . import activation
+    from .activation import DYNAMO_MODULE
 
-    if wait and activation.half_imported(activation.DYNAMO_MODULE):
+    if wait and _dynamo.half_imported(DYNAMO_MODULE):
         # Another thread is importing Dynamo: importing it here too lets Python 3.10 hand
         # either thread half a module. That thread's post-import hook registers the twins.
         return {}

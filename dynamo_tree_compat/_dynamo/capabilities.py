@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import internals
-from .runtime import compile_lock
+from .runtime import compile_lock, half_imported
 
 __all__ = ["NAMES", "SAFE", "answers", "has", "settled"]
 
@@ -196,11 +196,7 @@ def _unseen() -> Iterator[None]:
 
 def _importing_torch() -> bool:
     """Whether a torch module is half imported: a compile now would meet it half made."""
-    for name, module in list(sys.modules.items()):
-        spec = getattr(module, "__spec__", None)
-        if name.startswith("torch") and getattr(spec, "_initializing", False):
-            return True
-    return False
+    return any(half_imported(name) for name in list(sys.modules) if name.startswith("torch"))
 
 
 def _ask(name: str) -> bool | None:

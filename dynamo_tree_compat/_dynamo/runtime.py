@@ -20,11 +20,24 @@ __all__ = [
     "STATS",
     "compile_lock",
     "forget_skips",
+    "half_imported",
     "register_log_name",
     "step_aside",
     "traced",
     "turn_off",
 ]
+
+
+def half_imported(module_name: str) -> bool:
+    """Whether a module is in ``sys.modules`` but still being imported (by this thread
+    or another): its code has not finished running.
+
+    >>> half_imported("sys"), half_imported("no such module")
+    (False, False)
+    """
+    spec = getattr(sys.modules.get(module_name), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
 
 LOG_NAME = "dynamo_tree_compat"
 LOG = logging.getLogger(LOG_NAME)
