@@ -129,16 +129,21 @@ class _NotifyingLoader:
 
 
 class _ImportWatcher:
-    """A post-import hook for Dynamo and the mirrored libraries."""
+    """A post-import hook for Dynamo and the mirrored libraries, quiet unless armed.
+
+    Once on ``sys.meta_path`` it stays there: taking it off while another thread's import
+    walks that list would make the walk skip the next finder (Python 3.10 then reported
+    modules such as ``sympy.core.sympify`` as missing).
+    """
 
     watched = frozenset((DYNAMO_MODULE, *LIBRARY_MODULES))
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in self.watched:
+        if not armed or fullname not in self.watched:
             return None
-        for finder in sys.meta_path:
+        for finder in list(sys.meta_path):
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
@@ -223,7 +228,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Removes every registration and the import hook; traced code breaks as before.
+    """Removes every registration and quiets the import hook; traced code breaks as before.
 
     >>> import dynamo_tree_compat
     >>> dynamo_tree_compat.uninstall()
@@ -236,9 +241,7 @@ def uninstall() -> None:
         _globally_enabled = False
         _set_mode()
         activated_by = None
-        armed = False
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(_watcher)
+        armed = False  # the watcher goes quiet; it stays on sys.meta_path (see above)
         if "dynamo_tree_compat.installer" in sys.modules:
             from . import installer
 

@@ -144,8 +144,8 @@ def install(wait: bool = True) -> dict[str, Outcome]:
     from .activation import DYNAMO_MODULE
 
     if wait and _dynamo.half_imported(DYNAMO_MODULE):
-        # Another thread is importing Dynamo: importing it here too lets Python 3.10 hand
-        # either thread half a module. That thread's post-import hook registers the twins.
+        # Another thread is importing Dynamo: its modules are half made, and that thread's
+        # post-import hook registers the twins once they are whole.
         return {}
     with _dynamo.compile_lock(wait), _lock:
         unsupported = torch_out_of_range() or _substitution_unavailable()

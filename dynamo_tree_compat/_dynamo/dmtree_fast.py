@@ -24,6 +24,7 @@ from .reading import (
     NOT_CONSTANT,
     TUPLE,
     Fallback,
+    call_func,
     constant_or,
     node,
     too_deep,
@@ -213,18 +214,11 @@ def assert_same_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> A
     return internals.constant(None)
 
 
-def _call(tx: Any, func: Any, args: list[Any]) -> Any:
-    """``func(*args)`` while tracing; one that only returns an argument or a constant is
-    not inlined (see ``internals.trivial_call``)."""
-    result = internals.trivial_call(func, args)
-    return func.call_function(tx, args, {}) if result is None else result
-
-
 def _call_rows(tx: Any, func: Any, rows: list[list[Any]], paths: list[Any] | None) -> list[Any]:
     """``func`` on each row of values, after the path where there are paths."""
     if paths is None:
-        return [_call(tx, func, row) for row in rows]
-    return [_call(tx, func, [path, *row]) for path, row in zip(_path_tuples(paths), rows)]
+        return [call_func(tx, func, row) for row in rows]
+    return [call_func(tx, func, [path, *row]) for path, row in zip(_path_tuples(paths), rows)]
 
 
 def _map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
@@ -329,8 +323,8 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
 
     def call(path: tuple[Any, ...], subtree: Any) -> Any:
         if with_path:
-            return _call(tx, fn, [internals.new_tuple(list(path)), subtree])
-        return _call(tx, fn, [subtree])
+            return call_func(tx, fn, [internals.new_tuple(list(path)), subtree])
+        return call_func(tx, fn, [subtree])
 
     def replaced(result: Any) -> Any:
         return internals.constant(None) if _maps_to_none(result) else result

@@ -25,6 +25,7 @@ from .reading import (
     TUPLE,
     Cycle,
     Fallback,
+    call_func,
     node,
     tree_options,
 )
@@ -134,12 +135,20 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
         columns.append(rest_leaves)
     rows = [list(row) for row in zip(*columns)]
     if with_path:
+        made: dict[tuple[type, Any], Any] = {}  # one variable per key: paths share them
+
+        def entry_variable(entry: Any) -> Any:
+            key = (type(entry), entry)
+            if key not in made:
+                made[key] = internals.constant(entry)
+            return made[key]
+
         rows = [
-            [internals.new_tuple([internals.constant(entry) for entry in path]), *row]
+            [internals.new_tuple([entry_variable(entry) for entry in path]), *row]
             for path, row in zip(_paths(skeleton, options), rows)
         ]
     # Everything is checked before the first call of func: from here on, no fallback.
-    results = [func.call_function(tx, row, {}) for row in rows]
+    results = [call_func(tx, func, row) for row in rows]
     return _variable(spec.unflatten(range(len(results))), results)
 
 

@@ -259,3 +259,10 @@ def tree_options(bound: dict[str, Any], what: str, strict: bool) -> tuple[Any, b
                 return unsupported(what, f"{name} is not a {kind.__name__} known while tracing")
         found.append(value)
     return predicate, found[0], found[1]
+
+
+def call_func(tx: Any, func: Any, args: list[Any]) -> Any:
+    """``func(*args)`` while tracing; one that only returns an argument or a constant is
+    not inlined (see ``internals.trivial_call``)."""
+    result = internals.trivial_call(func, args)
+    return func.call_function(tx, args, {}) if result is None else result

@@ -5,8 +5,8 @@ The step is what ``torch_compile_learner=True`` compiles, less the optimizer: RL
 off-policyness metric, ``forward_train`` and ``compute_losses``; backward and the Adam
 step run after it, outside the compiled region.
 
-RLlib's own code has two graph breaks that have nothing to do with dm-tree;
-:func:`work_around_rllib_breaks` removes both, for the one-graph runs:
+RLlib's own code has two graph breaks that have nothing to do with dm-tree, and a third
+from the second update on; the worked-around runs remove all three:
 
 - ``DistributionPartial.from_logits`` assigns ``distribution.__class__ = cls``
   (``rllib/core/distribution/distribution.py``): Dynamo cannot trace ``__class__``
@@ -15,6 +15,12 @@ RLlib's own code has two graph breaks that have nothing to do with dm-tree;
 - ``MetricsLogger`` enters ``self._threading_lock`` (``rllib/utils/metrics/
   metrics_logger.py``), a lock object made outside the compiled region, which Dynamo
   cannot enter: the test swaps it for ``contextlib.nullcontext()``.
+- From the second update on, ``MetricsLogger`` appends to the ``deque(maxlen=window)`` of
+  a ``Stats`` it made in an earlier update (``rllib/utils/metrics/stats/series.py``):
+  Dynamo cannot mutate a deque with a ``maxlen`` made outside the graph ("Side effect on
+  existing deque with limited maxlen"), so every later update would break there.
+  :func:`train_once` with ``fresh_metrics=True`` resets the logger before each update,
+  outside the compiled region, so each update logs into an empty logger it fills itself.
 """
 
 from __future__ import annotations
@@ -128,8 +134,13 @@ def training_step(learner: Any) -> Callable[[Any], Any]:
     return step
 
 
-def train_once(learner: Any, step: Callable[[Any], Any], batch: Any) -> dict[str, Any]:
-    """One update: the step, backward, one Adam step. Returns everything to compare."""
+def train_once(
+    learner: Any, step: Callable[[Any], Any], batch: Any, fresh_metrics: bool = False
+) -> dict[str, Any]:
+    """One update: the step, backward, one Adam step. Returns everything to compare;
+    with ``fresh_metrics``, resets the metrics logger first (see the module's text)."""
+    if fresh_metrics:
+        learner.metrics.reset()
     fwd_out, losses = step(batch)
     gradients = learner.compute_gradients(losses)
     grads = [gradient.detach().clone() for gradient in gradients.values()]

@@ -37,13 +37,14 @@ MULTI = {"p0": (OBSERVATIONS, NESTED_ACTIONS), "p1": (OBSERVATIONS, OTHER_ACTION
 
 
 def eager_and_compiled(
-    spaces: dict[str, Any], worked_around: bool, **compile_options: Any
-) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """One update each, eagerly and compiled, from the same initial learner and batch;
-    returns both results and the number of graphs compiled."""
+    spaces: dict[str, Any], worked_around: bool, updates: int = 1, **compile_options: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+    """``updates`` updates each, eagerly and compiled, from the same initial learner and
+    batches; returns both results per update and the graphs compiled so far after each."""
     learner = build_learner(spaces, worked_around)
-    batch = make_batch(learner, spaces)
-    eager = train_once(learner, training_step(learner), batch)
+    batches = [make_batch(learner, spaces, seed=1 + index) for index in range(updates)]
+    eager_step = training_step(learner)
+    eager = [train_once(learner, eager_step, batch, worked_around) for batch in batches]
     graphs = []
 
     def counting_backend(graph_module: Any, example_inputs: Any) -> Any:
@@ -53,8 +54,11 @@ def eager_and_compiled(
     torch._dynamo.reset()
     learner = build_learner(spaces, worked_around)
     step = torch.compile(training_step(learner), backend=counting_backend, **compile_options)
-    compiled = train_once(learner, step, batch)
-    return eager, compiled, len(graphs)
+    compiled, counts = [], []
+    for batch in batches:
+        compiled.append(train_once(learner, step, batch, worked_around))
+        counts.append(len(graphs))
+    return eager, compiled, counts
 
 
 def test_without_the_package_dm_tree_breaks_the_learner_step() -> None:
@@ -62,7 +66,7 @@ def test_without_the_package_dm_tree_breaks_the_learner_step() -> None:
     with dynamo_tree_compat.disabled(), _dynamo.GraphBreakRecorder() as recorder:
         eager, compiled, graphs = eager_and_compiled(SINGLE, worked_around=False)
     assert sum(item.library == "dm-tree" for item in recorder.breaks) > 0
-    assert graphs > 1
+    assert graphs[-1] > 1
     torch.testing.assert_close(compiled, eager)
 
 
@@ -77,16 +81,21 @@ def test_ppo_learner_step_as_shipped_has_no_dm_tree_breaks() -> None:
 
 @pytest.mark.no_tree_graph_breaks
 def test_ppo_learner_step_is_one_graph_with_rllib_breaks_worked_around() -> None:
-    eager, compiled, graphs = eager_and_compiled(SINGLE, worked_around=True, fullgraph=True)
-    assert graphs == 1
+    """One graph per update, three updates. The first fills state RLlib makes lazily
+    (``curr_kl_coeffs_per_module``), so the second compiles once more, on Dynamo's guard
+    on that dict's length; the third reuses the second's graph."""
+    eager, compiled, graphs = eager_and_compiled(
+        SINGLE, worked_around=True, updates=3, fullgraph=True
+    )
+    assert graphs == [1, 2, 2]
     torch.testing.assert_close(compiled, eager)
 
 
 @pytest.mark.no_tree_graph_breaks
 def test_multi_agent_learner_with_two_nested_action_spaces() -> None:
     eager, compiled, graphs = eager_and_compiled(MULTI, worked_around=True, fullgraph=True)
-    assert graphs == 1
-    assert set(compiled["losses"]) == {"p0", "p1"}
+    assert graphs == [1]
+    assert set(compiled[0]["losses"]) == {"p0", "p1"}
     torch.testing.assert_close(compiled, eager)
 
 

@@ -366,7 +366,18 @@ def _same(returned: Any, tree: Any) -> Any:
     return returned is tree if _IS_TRACED else returned
 
 
-def _main_functions(tree: Any, given_spec: Any, options: dict[str, Any]) -> Any:
+def _prefix_errors_traced(*specs: Any) -> bool:
+    """Whether optree's own prefix_errors can be traced on these drawn trees: it compares a
+    defaultdict's default_factory, which not every Dynamo can read (see
+    test_prefix_errors_on_defaultdicts)."""
+    return _PREFIX_ERRORS and (
+        dynamo_traces("defaultdict.default_factory") or "defaultdict" not in repr(specs)
+    )
+
+
+def _main_functions(
+    tree: Any, given_spec: Any, options: dict[str, Any], prefix_errors: bool
+) -> Any:
     seen: list[Any] = []
 
     def record(*args: Any) -> Any:
@@ -394,7 +405,7 @@ def _main_functions(tree: Any, given_spec: Any, options: dict[str, Any]) -> Any:
         optree.tree_is_leaf(tree, **options),
         optree.all_leaves(leaves, **options),
         optree.tree_replace_nones(0, tree, namespace=options["namespace"]),
-        optree.prefix_errors(tree, tree, **options) if _PREFIX_ERRORS else None,
+        optree.prefix_errors(tree, tree, **options) if prefix_errors else None,
         optree.tree_broadcast_common(tree, tree, **options)[0],
         (spec.paths(), spec.num_nodes, spec.is_prefix(given_spec)),
         (
@@ -413,9 +424,10 @@ def _main_functions(tree: Any, given_spec: Any, options: dict[str, Any]) -> Any:
 @given(spec=trees(compiled=True), drawn=options())
 def test_generated_trees_trace_like_eager(spec: Any, drawn: dict[str, Any]) -> None:
     given_spec = spec_of(spec, **drawn)
-    expected = _main_functions(build(spec), given_spec, drawn)
+    prefix_errors = _prefix_errors_traced(spec)
+    expected = _main_functions(build(spec), given_spec, drawn, prefix_errors)
     torch._dynamo.reset()
-    actual = compiled(_main_functions)(build(spec), given_spec, drawn)
+    actual = compiled(_main_functions)(build(spec), given_spec, drawn, prefix_errors)
     assert_identical(expected, actual)
     assert repr(expected) == repr(actual)
 
@@ -579,11 +591,7 @@ def test_generated_trees_trace_like_eager_in_the_other_functions(
     spec_and_prefix: tuple[Any, Any], drawn: dict[str, Any], ordered: bool
 ) -> None:
     spec, prefix = spec_and_prefix
-    # optree's own prefix_errors compares a defaultdict's default_factory, which not every
-    # Dynamo can read: it is left out there (see test_prefix_errors_on_defaultdicts).
-    prefix_errors = _PREFIX_ERRORS and (
-        dynamo_traces("defaultdict.default_factory") or "defaultdict" not in repr((spec, prefix))
-    )
+    prefix_errors = _prefix_errors_traced(spec, prefix)
     with optree.dict_insertion_ordered(ordered, namespace=NS):
         given_spec = spec_of(spec, **drawn)
 
