@@ -107,10 +107,12 @@ fuzz-built-inside: $(STAMP)
 		tests/dmtree/test_dmtree_built_inside.py::test_every_function_on_structures_built_inside
 
 ## Real clients with inductor, package off and on: RLlib's learner update and Keras's fit
-## (benchmarks/real_clients.py), in the RLlib environment with Keras 3.11.3 added.
+## (benchmarks/real_clients.py), then where RLlib's compile time goes (rllib_compile_split.py),
+## in the RLlib environment with Keras 3.11.3 added.
 benchmark-real-clients: $(RLLIB_STAMP)
 	$(RLLIB_VENV)/bin/python -m pip install --quiet -c constraints.txt keras
 	$(RLLIB_VENV)/bin/python benchmarks/real_clients.py
+	$(RLLIB_VENV)/bin/python benchmarks/rllib_compile_split.py
 
 benchmark: $(STAMP)
 	$(BIN)/python -m pip install --quiet matplotlib

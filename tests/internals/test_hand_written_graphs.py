@@ -45,6 +45,18 @@ def _by_hand_double(s: dict[str, Any]) -> dict[str, Any]:
     return {"a": s["a"] * 2, "b": (s["b"][0] * 2, [s["b"][1][0] * 2]), "c": None}
 
 
+def _by_hand_added(s: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "a": s["a"] + s["a"],
+        "b": (s["b"][0] + s["b"][0], [s["b"][1][0] + s["b"][1][0]]),
+        "c": None,
+    }
+
+
+def _by_hand_sin(s: dict[str, Any]) -> dict[str, Any]:
+    return {"a": s["a"].sin(), "b": (s["b"][0].sin(), [s["b"][1][0].sin()]), "c": None}
+
+
 #: name -> (with the tree call, by hand); each takes the structure and returns tensors.
 CASES: dict[str, Case] = {
     "tree.flatten": (
@@ -54,15 +66,11 @@ CASES: dict[str, Case] = {
     "tree.map_structure": (lambda s: tree.map_structure(_double, s), _by_hand_double),
     "tree.map_structure (two)": (
         lambda s: tree.map_structure(_add, s, s),
-        lambda s: {
-            "a": s["a"] + s["a"],
-            "b": (s["b"][0] + s["b"][0], [s["b"][1][0] + s["b"][1][0]]),
-            "c": None,
-        },
+        _by_hand_added,
     ),
     "tree.map_structure_with_path": (
         lambda s: tree.map_structure_with_path(_sin, s),
-        lambda s: {"a": s["a"].sin(), "b": (s["b"][0].sin(), [s["b"][1][0].sin()]), "c": None},
+        _by_hand_sin,
     ),
     "tree.map_structure_up_to": (
         lambda s: tree.map_structure_up_to(
@@ -88,15 +96,11 @@ CASES: dict[str, Case] = {
     ),
     "optree.tree_map (two)": (
         lambda s: optree.tree_map(_add, s, s),
-        lambda s: {
-            "a": s["a"] + s["a"],
-            "b": (s["b"][0] + s["b"][0], [s["b"][1][0] + s["b"][1][0]]),
-            "c": None,
-        },
+        _by_hand_added,
     ),
     "optree.tree_map_with_path": (
         lambda s: optree.tree_map_with_path(_sin, s),
-        lambda s: {"a": s["a"].sin(), "b": (s["b"][0].sin(), [s["b"][1][0].sin()]), "c": None},
+        _by_hand_sin,
     ),
     "optree.tree_flatten, tree_unflatten": (
         lambda s: optree.tree_unflatten(
