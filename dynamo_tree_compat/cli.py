@@ -249,7 +249,7 @@ def _summary(
         "",
     ]
 
-    for library in ("dm-tree", "optree"):
+    for library in ("dm-tree", "optree", "torch pytree"):
         layers = Counter(
             _layer_of(row)
             for row in rows

@@ -366,8 +366,8 @@ def _clone(function: Any, module: str | None = None) -> Any:
 def _register(substitution: Substitution) -> Outcome:
     original = substitution.original()
     name = substitution.original_name
-    if substitution.library == "optree":
-        return _register_in_front_of_torch(original, name, substitution.twin)
+    if substitution.library in ("optree", "torch pytree"):
+        return _register_in_front_of_torch(original, name, substitution.twin, substitution.library)
     try:
         handle = _dynamo.substitute(original, _gate(substitution.twin, name))
     except ValueError as error:  # something else already handles it
@@ -411,7 +411,7 @@ def _untraced(name: str) -> Callable[..., Any]:
 
 
 def _register_in_front_of_torch(
-    original: Any, name: str, twin: Callable[..., Any] | None = None
+    original: Any, name: str, twin: Callable[..., Any] | None = None, library: str = "optree"
 ) -> Outcome:
     """Puts this package's handling of an optree function in front of torch's own.
 
@@ -421,7 +421,7 @@ def _register_in_front_of_torch(
     where there is no way of ours, it goes torch's way: torch's polyfill, or the
     original traced as plain code (a C function: a graph break, as without the package).
     """
-    left_to_torch = Outcome(Kind.LEFT_TO_TORCH, "optree", name)
+    left_to_torch = Outcome(Kind.LEFT_TO_TORCH, library, name)
     if (
         _dynamo.optree_layer_off()
         or _dynamo.routing_support()
@@ -436,14 +436,14 @@ def _register_in_front_of_torch(
         try:
             handle = _dynamo.substitute(original, stand_in)
         except ValueError as error:
-            return Outcome(Kind.ALREADY_HANDLED, "optree", name, str(error))
+            return Outcome(Kind.ALREADY_HANDLED, library, name, str(error))
         torch_way = stand_in if python_code else None
     if not _dynamo.route(original, name, MODE_FLAG, torch_way, ours):
         if handle is not None:
             _dynamo.unsubstitute(original, handle)
         return left_to_torch
     REGISTERED[name] = (original, handle)
-    return Outcome(Kind.REGISTERED, "optree", name)
+    return Outcome(Kind.REGISTERED, library, name)
 
 
 def uninstall() -> list[str]:

@@ -117,6 +117,8 @@ class Layer(enum.Enum):
     TWIN = "twin"
     FAST_PATH_TWIN = "fast path, else twin"
     FAST_PATH = "fast path, else optree's code"
+    FAST_PATH_TORCH = "fast path, else torch's code"
+    DYNAMO_OWN = "Dynamo's own fast path"
     C_LAYER = "C layer (optree._C)"
     OWN_CODE = "optree's own code over the C layer"
     TORCH_POLYFILL = "torch's polyfill"
@@ -136,7 +138,8 @@ class CoverageRow(NamedTuple):
 
 
 def coverage() -> list[tuple[str, str, str]]:
-    """``(library, function, how it traces)`` for every dm-tree and optree function.
+    """``(library, function, how it traces)`` for every dm-tree, optree and torch-pytree
+    function the package knows.
 
     >>> import torch._dynamo, tree
     >>> [row for row in coverage() if row[1] == "tree.flatten"]
@@ -159,7 +162,22 @@ def coverage_rows() -> list[CoverageRow]:
         if name.startswith("tree.")
     ]
     rows += _optree_coverage(outcomes)
+    rows += [
+        _pytree_row(name, outcome)
+        for name, outcome in outcomes.items()
+        if name.startswith("torch.utils._pytree.")
+    ]
     return rows
+
+
+def _pytree_row(name: str, outcome: Outcome) -> CoverageRow:
+    """torch's own pytree: this package's fast path where Dynamo has none of its own."""
+    if outcome.registered:
+        state = "this package's fast path, else torch's own code, traced"
+        return CoverageRow("torch pytree", name, Layer.FAST_PATH_TORCH, state)
+    if outcome.kind is Kind.NO_TWIN_NEEDED:
+        return CoverageRow("torch pytree", name, Layer.DYNAMO_OWN, "left to Dynamo's fast path")
+    return CoverageRow("torch pytree", name, _not_registered(outcome), str(outcome))
 
 
 def _dm_tree_row(name: str, outcome: Outcome) -> CoverageRow:

@@ -178,8 +178,21 @@ def _is_optree(module: Any) -> bool:
     return hasattr(module, "PyTreeSpec") and hasattr(module, "tree_map")
 
 
+#: torch's own pytree where Dynamo inlines it leaf by leaf: tree_map before Dynamo's own
+#: fast path (torch 2.10), tree_leaves on every release (that fast path maps only).
+TORCH_PYTREE: tuple[Substitution, ...] = (
+    Substitution("torch pytree", "torch.utils._pytree", "tree_map", None, "tree_map_fast_path"),
+    Substitution("torch pytree", "torch.utils._pytree", "tree_leaves", None),
+)
+
+
+def _is_torch_pytree(module: Any) -> bool:
+    return hasattr(module, "SUPPORTED_NODES") and hasattr(module, "tree_map")
+
+
 #: For each mirrored library: its distribution name, import name, check, substitutions.
 LIBRARIES: dict[str, tuple[str, Callable[[Any], bool], tuple[Substitution, ...]]] = {
     "dm-tree": ("tree", _is_dm_tree, DM_TREE),
     "optree": ("optree", _is_optree, OPTREE),
+    "torch pytree": ("torch.utils._pytree", _is_torch_pytree, TORCH_PYTREE),
 }

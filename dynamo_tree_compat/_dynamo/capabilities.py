@@ -146,6 +146,13 @@ def _compares_through_polyfills() -> bool:
     return not any(hasattr(base, name) for name in internals.RICHCOMPARE_NAMES)
 
 
+def _tree_map_fast_path() -> bool:
+    """Dynamo maps torch's pytree at the variable level (``tree_map``, torch 2.10 on),
+    rather than inlining ``torch.utils._pytree`` leaf by leaf. Asked by what Dynamo's
+    variables have."""
+    return any(hasattr(internals.kinds().Base, name) for name in ("call_tree_map",))
+
+
 #: Each capability: how it is asked, and whether that compiles a trial function.
 _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "sort_raises_cleanly": (_sort_raises_cleanly, True),
@@ -156,6 +163,7 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "break_recurses_on_cycles": (_break_recurses_on_cycles, False),
     "skip_keeps_graphs": (_skip_keeps_graphs, False),
     "compares_through_polyfills": (_compares_through_polyfills, False),
+    "tree_map_fast_path": (_tree_map_fast_path, False),
 }
 #: The capabilities' names.
 NAMES = tuple(_QUESTIONS)
@@ -169,6 +177,7 @@ SAFE: dict[str, bool] = {
     "break_recurses_on_cycles": True,
     "skip_keeps_graphs": False,
     "compares_through_polyfills": True,
+    "tree_map_fast_path": True,
 }
 _ANSWERS: dict[str, bool] = {}
 

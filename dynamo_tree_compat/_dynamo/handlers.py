@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import config
-from . import dmtree_fast, internals, optree_c, optree_fast, probes
+from . import dmtree_fast, internals, optree_c, optree_fast, probes, pytree_fast
 from .guards import flag_is_on
 from .reading import Cycle, Fallback, cycle_break, dynamo_own_errors, stepped_aside_break, too_deep
 from .runtime import STATS, step_aside
@@ -29,7 +29,11 @@ __all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
 Handler = Callable[[Any, list[Any], dict[str, Any]], Any]
 
 #: Shortcuts for common structures, by the original's import path.
-FAST_PATHS: dict[str, Handler] = {**dmtree_fast.HANDLERS, **optree_fast.HANDLERS}
+FAST_PATHS: dict[str, Handler] = {
+    **dmtree_fast.HANDLERS,
+    **optree_fast.HANDLERS,
+    **pytree_fast.HANDLERS,
+}
 #: optree's C functions at Dynamo's variable level, by import path.
 OPTREE_C_LAYER: dict[str, Handler] = dict(optree_c.HANDLERS)
 

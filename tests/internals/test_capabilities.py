@@ -37,6 +37,7 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     "break_recurses_on_cycles": _releases(OLDEST, (2, 10)),
     "skip_keeps_graphs": _releases((2, 7), NEWEST),
     "compares_through_polyfills": _releases(OLDEST, (2, 12)),
+    "tree_map_fast_path": _releases((2, 10), NEWEST),
     # the tests' features
     "time.struct_time": _releases((2, 12), NEWEST),
     "hash": _releases((2, 13), NEWEST),

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 from dynamo_tree_compat import config
 from tests.helpers.compiling import fresh_dynamo  # noqa: F401 - autouse fixture
@@ -111,6 +112,12 @@ CASES: dict[str, Case] = {
     "optree.tree_map_": (
         lambda s: (optree.tree_map_(lambda t: t.add(1), s), s["a"] * 2)[1],
         lambda s: (s["a"].add(1), s["b"][0].add(1), s["b"][1][0].add(1), s["a"] * 2)[3],
+    ),
+    "torch pytree tree_map": (lambda s: pytree.tree_map(_double, s), _by_hand_double),
+    "torch pytree tree_map (two)": (lambda s: pytree.tree_map(_add, s, s), _by_hand_added),
+    "torch pytree tree_leaves": (
+        lambda s: sum(pytree.tree_leaves(s)[:3]),
+        lambda s: 0 + s["a"] + s["b"][0] + s["b"][1][0],
     ),
     "optree.tree_reduce": (
         lambda s: optree.tree_reduce(_add, s),
