@@ -84,7 +84,12 @@ def test_dm_tree_traces_without_optree_or_is_reported_missing() -> None:
 
     if not HAS_DM_TREE:
         torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))  # loads Dynamo
-        states = set(dynamo_tree_compat.status().functions.values())
+        functions = dynamo_tree_compat.status().functions
+        # torch's own pytree rows wait for a mirrored library: pending
+        states = {state for name, state in functions.items() if not name.startswith("torch.")}
+        assert {functions[name] for name in functions} - states <= {
+            "pending: registers once torch._dynamo and dm-tree or optree load"
+        }
         assert states == {
             "unavailable: dm-tree is not installed",
             "unavailable: optree is not installed",
