@@ -49,11 +49,18 @@ def _options(original: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return bound, {"none_is_leaf": none_is_leaf, "namespace": namespace}
 
 
-def _skeleton(variable: Any, none_is_leaf: bool, leaves: list[Any], above: list[Any]) -> Any:
+def _skeleton(
+    variable: Any,
+    none_is_leaf: bool,
+    leaves: list[Any],
+    above: list[Any],
+    cycle: type[Exception] = Cycle,
+) -> Any:
     """Plain containers like the structure's, with leaf numbers for leaves.
 
     ``above`` holds the containers on the way down, to tell a structure that contains
-    itself (torch's own handling would loop on it) from one that is merely deep.
+    itself (torch's own handling would loop on it; ``cycle`` is raised) from one that is
+    merely deep.
     """
     kind, first, keys, children = node(variable, sort=False)
     if kind == LEAF:
@@ -63,11 +70,11 @@ def _skeleton(variable: Any, none_is_leaf: bool, leaves: list[Any], above: list[
         leaves.append(first)
         return len(leaves) - 1
     if any(first is container for container in above):
-        raise Cycle
+        raise cycle
     if len(above) >= FAST_PATH_MAX_DEPTH:
         raise Fallback
     above.append(first)
-    parts = [_skeleton(child, none_is_leaf, leaves, above) for child in children]
+    parts = [_skeleton(child, none_is_leaf, leaves, above, cycle) for child in children]
     above.pop()
     if kind == LIST:
         return parts

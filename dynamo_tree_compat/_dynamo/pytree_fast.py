@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import internals
-from .optree_fast import _variable
-from .reading import FAST_PATH_MAX_DEPTH, LEAF, LIST, TUPLE, Fallback, call_func, is_none, node
+from .optree_fast import _skeleton, _variable
+from .reading import Fallback, call_func, is_none
 
 __all__ = ["HANDLERS"]
 
@@ -36,22 +36,10 @@ def _bound(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, 
     return bound
 
 
-def _read(variable: Any, leaves: list[Any], above: list[Any]) -> Any:
-    """A skeleton of plain containers, leaf numbers for leaves (None is a leaf)."""
-    kind, first, keys, children = node(variable, sort=False)
-    if kind == LEAF:
-        leaves.append(first)
-        return len(leaves) - 1
-    if len(above) >= FAST_PATH_MAX_DEPTH or any(first is seen for seen in above):
-        raise Fallback  # too deep, or a structure that contains itself: torch's way
-    above.append(first)
-    parts = [_read(child, leaves, above) for child in children]
-    above.pop()
-    if kind == LIST:
-        return parts
-    if kind == TUPLE:
-        return tuple(parts)
-    return {key[0]: part for key, part in zip(keys or [], parts)}
+def _read(variable: Any, leaves: list[Any]) -> Any:
+    """A skeleton of plain containers, leaf numbers for leaves (None is a leaf); a
+    structure that contains itself goes torch's way."""
+    return _skeleton(variable, True, leaves, [], cycle=Fallback)
 
 
 def _layout(skeleton: Any) -> Any:
@@ -69,7 +57,7 @@ def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
     bound = _bound(pytree.tree_leaves, args, kwargs)
     leaves: list[Any] = []
-    _read(bound["tree"], leaves, [])
+    _read(bound["tree"], leaves)
     return internals.new_list(leaves)
 
 
@@ -82,11 +70,11 @@ def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if not isinstance(func, internals.kinds().callables):
         raise Fallback
     leaves: list[Any] = []
-    skeleton = _read(bound["tree"], leaves, [])
+    skeleton = _read(bound["tree"], leaves)
     columns = [leaves]
     for rest in bound.get("rests", ()):
         rest_leaves: list[Any] = []
-        if _layout(_read(rest, rest_leaves, [])) != _layout(skeleton):
+        if _layout(_read(rest, rest_leaves)) != _layout(skeleton):
             raise Fallback  # a prefix or a mismatch: torch's own rules
         columns.append(rest_leaves)
     # Everything is checked before the first call of func: from here on, no fallback.
