@@ -150,7 +150,7 @@ def _tree_map_fast_path() -> bool:
     """Dynamo maps torch's pytree at the variable level (``tree_map``, torch 2.10 on),
     rather than inlining ``torch.utils._pytree`` leaf by leaf. Asked by what Dynamo's
     variables have."""
-    return any(hasattr(internals.kinds().Base, name) for name in ("call_tree_map",))
+    return hasattr(internals.kinds().Base, "call_tree_map")
 
 
 #: Each capability: how it is asked, and whether that compiles a trial function.
