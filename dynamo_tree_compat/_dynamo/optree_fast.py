@@ -11,7 +11,6 @@ this package's C layer.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from .reading import (
     TUPLE,
     Cycle,
     Fallback,
+    bind,
     call_func,
     node,
     tree_options,
@@ -32,17 +32,10 @@ from .reading import (
 
 __all__ = ["HANDLERS"]
 
-_SIGNATURES: dict[Any, inspect.Signature] = {}
-
 
 def _options(original: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """The bound arguments and options, if is_leaf is None and the options are constants."""
-    if original not in _SIGNATURES:
-        _SIGNATURES[original] = inspect.signature(original)
-    try:
-        bound = _SIGNATURES[original].bind(*args, **kwargs).arguments
-    except TypeError:  # optree raises its own error
-        raise Fallback from None
+    bound = bind(original, args, kwargs)
     predicate, none_is_leaf, namespace = tree_options(bound, original.__name__, strict=True)
     if predicate is not None:
         raise Fallback

@@ -10,27 +10,19 @@ is traced as before.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 from . import internals
 from .optree_fast import _skeleton, _variable
-from .reading import Fallback, call_func, is_none
+from .reading import Fallback, bind, call_func, is_none
 
 __all__ = ["HANDLERS"]
-
-_SIGNATURES: dict[Any, inspect.Signature] = {}
 
 
 def _bound(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The call's arguments by name; Fallback where torch would raise or is_leaf is set."""
-    if original not in _SIGNATURES:
-        _SIGNATURES[original] = inspect.signature(original)
-    try:
-        bound = _SIGNATURES[original].bind(*args, **kwargs).arguments
-    except TypeError:  # torch's code raises its own error
-        raise Fallback from None
+    bound = bind(original, args, kwargs)
     if "is_leaf" in bound and not is_none(bound["is_leaf"]):
         raise Fallback
     return bound

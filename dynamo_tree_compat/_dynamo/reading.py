@@ -8,6 +8,7 @@ yet) or :func:`unsupported` (a graph break; the call then runs eagerly).
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,6 +28,8 @@ __all__ = [
     "OPTREE_MAX_DEPTH",
     "Cycle",
     "Fallback",
+    "bind",
+    "call_func",
     "constant_or",
     "dynamo_own_errors",
     "node",
@@ -266,3 +269,17 @@ def call_func(tx: Any, func: Any, args: list[Any]) -> Any:
     not inlined (see ``internals.trivial_call``)."""
     result = internals.trivial_call(func, args)
     return func.call_function(tx, args, {}) if result is None else result
+
+
+_SIGNATURES: dict[Any, inspect.Signature] = {}
+
+
+def bind(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments by the original's parameter names; :class:`Fallback` where they
+    do not bind (the original's own code then raises its own error)."""
+    if original not in _SIGNATURES:
+        _SIGNATURES[original] = inspect.signature(original)
+    try:
+        return dict(_SIGNATURES[original].bind(*args, **kwargs).arguments)
+    except TypeError:
+        raise Fallback from None
