@@ -51,7 +51,9 @@ FLATTEN_LIKE += ("tree.is_nested", "optree.tree_leaves", "optree.tree_flatten")
 FLATTEN_LIKE += ("optree.tree_structure", "optree.tree_flatten_with_path")
 FLATTEN_LIKE += ("tree.flatten_up_to", "tree.flatten_with_path_up_to")
 FLATTEN_LIKE += ("tree.unflatten_as (of tree.flatten)", "tree.traverse", "tree.traverse_with_path")
-FLATTEN_LIKE += ("torch pytree tree_leaves",)
+FLATTEN_LIKE += ("torch pytree tree_leaves", "torch pytree tree_flatten")
+FLATTEN_LIKE += ("torch pytree tree_structure", "torch pytree tree_flatten_with_path")
+FLATTEN_LIKE += ("torch pytree tree_unflatten (of tree_flatten)",)
 TWO = "tree.map_structure (two structures)"
 OPTREE_TWO = "optree.tree_map (two trees)"
 #: dm-tree's map-like calls: goal 0.8 x torch's anchor (issue 16); optree's: 1.1 x.
@@ -59,6 +61,7 @@ DM_TREE_MAP_LIKE = ("tree.map_structure", "tree.map_structure_with_path", TWO)
 DM_TREE_MAP_LIKE += ("tree.map_structure_up_to", "tree.map_structure_with_path_up_to")
 MAP_LIKE = (*DM_TREE_MAP_LIKE, "optree.tree_map", "optree.tree_map_with_path", OPTREE_TWO)
 MAP_LIKE += ("optree.tree_map, none_is_leaf=True", "torch pytree tree_map")
+MAP_LIKE += ("torch pytree tree_map_with_path", "torch pytree tree_map_only")
 #: The same map with a function that computes, beside torch's: what a real body costs.
 DOUBLING = "tree.map_structure, func computes t * 2"
 DOUBLING_ANCHOR = "torch pytree tree_map, func computes t * 2, package disabled"
@@ -131,10 +134,22 @@ def _calls(leaves: int) -> dict[str, Callable[[torch.Tensor], Any]]:
         "tree.traverse_with_path": make(lambda s: tree.traverse_with_path(_path_none, s)),
         DOUBLING: make(lambda s: tree.map_structure(_double, s)),
         DOUBLING_ANCHOR: make(lambda s: torch_pytree.tree_map(_double, s)),
-        # With the package: its fast path where Dynamo has none of its own (tree_map
-        # before 2.10, tree_leaves everywhere), else the same as the anchor.
+        # With the package: its fast path where Dynamo has none of its own (the maps
+        # before 2.10 or 2.12, the other calls everywhere), else the same as the anchor.
         "torch pytree tree_map": make(lambda s: torch_pytree.tree_map(_identity, s)),
+        "torch pytree tree_map_with_path": make(
+            lambda s: torch_pytree.tree_map_with_path(_path_identity, s)
+        ),
+        "torch pytree tree_map_only": make(
+            lambda s: torch_pytree.tree_map_only(torch.Tensor, _identity, s)
+        ),
         "torch pytree tree_leaves": make(torch_pytree.tree_leaves),
+        "torch pytree tree_flatten": make(torch_pytree.tree_flatten),
+        "torch pytree tree_structure": make(torch_pytree.tree_structure),
+        "torch pytree tree_flatten_with_path": make(torch_pytree.tree_flatten_with_path),
+        "torch pytree tree_unflatten (of tree_flatten)": make(
+            lambda s: torch_pytree.tree_unflatten(*torch_pytree.tree_flatten(s))
+        ),
     }
     if optree is not None:
         calls[OPTREE_ANCHOR] = make(lambda s: optree.tree_map(_identity, s))

@@ -6,12 +6,14 @@ graph breaks worked around; Keras 3.11.3's ``fit`` with ``jit_compile=True`` (th
 torch backend compiles its train step). Each row gives graphs and graph breaks, the
 compile time of the first step, and the step time compiled over eager (below 1: faster
 than eager): for RLlib, the compiled region alone (the step) and the whole update with
-its eager backward and Adam step; for Keras, a fit epoch. A row whose program fails
-says so.
+its eager backward and Adam step; for Keras, a fit epoch, and whether the compiled
+model's trained weights match eager's. A row whose program fails says so.
 
     python benchmarks/real_clients.py [--steps 30] [--only rllib|keras]
 
 Needs ray[rllib] and keras 3.11.3 in one environment: ``make benchmark-real-clients``.
+``--only keras`` runs any Keras: with 3.12 or later on torch 2.5 to 2.9, ``keras.tree``
+goes through torch's own pytree, which Dynamo there inlines leaf by leaf.
 """
 
 from __future__ import annotations
@@ -132,6 +134,10 @@ def rllib_rows(steps: int) -> list[Row]:
 
 
 def keras_rows(steps: int) -> list[Row]:
+    """Keras's fit, compiled (``jit_compile=True``) and eager, from the same weights and
+    batches: the compiled model's trained weights must match eager's. Keras 3.12 and
+    later send ``keras.tree`` to torch's own pytree on the torch backend: the row then
+    counts the calls this package's torch-pytree fast path took."""
     import keras
     import numpy as np
 
@@ -155,8 +161,10 @@ def keras_rows(steps: int) -> list[Row]:
 
     def epoch_seconds(built: Any) -> float:
         started = time.perf_counter()
-        built.fit(x, y, epochs=1, batch_size=32, verbose=0)
+        built.fit(x, y, epochs=1, batch_size=32, verbose=0, shuffle=False)
         return time.perf_counter() - started
+
+    same: list[str] = []
 
     def run() -> tuple[float, float]:
         eager = model(False)
@@ -165,10 +173,25 @@ def keras_rows(steps: int) -> list[Row]:
         compiled = model(True)
         compile_seconds = epoch_seconds(compiled)  # the first epoch compiles the step
         compiled_time = min(epoch_seconds(compiled) for _ in range(3))
+        pairs = zip(eager.get_weights(), compiled.get_weights())
+        same.append("yes" if all(np.allclose(a, b, atol=1e-4) for a, b in pairs) else "NO")
         return compile_seconds, compiled_time / eager_time
 
     label = f"Keras {keras.__version__} fit (Sequential MLP)"
-    return [_measure(label, package, run) for package in ("off", "on")]
+    rows = []
+    for package in ("off", "on"):
+        same.clear()
+        before = _pytree_fast_path_calls()
+        rows.append(_measure(label, package, run))
+        rows[-1]["same as eager"] = same[0] if same else "-"
+        rows[-1]["torch pytree fast path"] = _pytree_fast_path_calls() - before
+    return rows
+
+
+def _pytree_fast_path_calls() -> int:
+    """How many torch-pytree calls this package's fast path has taken in this process."""
+    prefix = "taken:torch.utils._pytree."
+    return sum(count for key, count in _dynamo.STATS.items() if key.startswith(prefix))
 
 
 def main() -> None:
@@ -184,8 +207,9 @@ def main() -> None:
     if options.only in (None, "keras"):
         rows += keras_rows(options.steps)
     header = ["client", "package", "graphs", "breaks (tree)", "compile s"]
-    header += ["step: compiled / eager", "update: compiled / eager"]
-    cells = [header, *[[str(row[key]) for key in header] for row in rows]]
+    header += ["step: compiled / eager", "update: compiled / eager", "same as eager"]
+    header += ["torch pytree fast path"]
+    cells = [header, *[[str(row.get(key, "-")) for key in header] for row in rows]]
     widths = [max(len(line[index]) for line in cells) for index in range(len(header))]
     for index, line in enumerate(cells):
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())

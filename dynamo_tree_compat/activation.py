@@ -80,7 +80,8 @@ def _ready(module_name: str) -> bool:
 
 
 def _register_now(hooked: str | None = None) -> None:
-    """Registers the twins, if Dynamo and at least one mirrored library are imported.
+    """Registers the twins of the mirrored libraries imported, once Dynamo is (torch's
+    own pytree is loaded with torch: its rows register with Dynamo).
 
     A module another thread is still importing counts as not imported: waiting for its
     import lock while holding ours could deadlock with that thread's hook, which
@@ -91,7 +92,7 @@ def _register_now(hooked: str | None = None) -> None:
     def ready(name: str) -> bool:
         return name in sys.modules and (name == hooked or _ready(name))
 
-    if not ready(DYNAMO_MODULE) or not any(map(ready, LIBRARY_MODULES)):
+    if not ready(DYNAMO_MODULE):
         return
     try:
         from . import installer
@@ -169,8 +170,6 @@ def importable(module_name: str) -> bool:
 
 def _on_imported(name: str) -> None:
     try:
-        if armed and name == DYNAMO_MODULE and not any(map(importable, LIBRARY_MODULES)):
-            warn_once("neither dm-tree nor optree is installed: there is nothing to make traceable")
         if armed:
             _register_now(hooked=name)
     except Exception as error:  # noqa: BLE001 - runs inside the user's import statement

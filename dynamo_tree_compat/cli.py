@@ -26,7 +26,6 @@ __all__ = ["main"]
 
 EXIT_OK = 0
 EXIT_BREAKS_REMAIN = 1
-EXIT_NOTHING_TO_DO = 2
 
 
 def _progress(message: str) -> None:
@@ -45,8 +44,10 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
 
 
 def _built_in_model() -> tuple[Callable[..., Any], tuple[Any, ...], list[str]]:
-    """A small model whose forward calls dm-tree and optree, where installed."""
+    """A small model whose forward calls dm-tree and optree, where installed, and
+    torch's own pytree."""
     import torch
+    import torch.utils._pytree as pytree
 
     try:
         import tree
@@ -57,6 +58,7 @@ def _built_in_model() -> tuple[Callable[..., Any], tuple[Any, ...], list[str]]:
     except ImportError:
         optree = None
     uses = [name for name, module in (("dm-tree", tree), ("optree", optree)) if module]
+    uses.append("torch pytree")
 
     layers = torch.nn.ModuleDict(
         {"encode": torch.nn.Linear(32, 64), "decode": torch.nn.Linear(64, 16)}
@@ -70,6 +72,8 @@ def _built_in_model() -> tuple[Callable[..., Any], tuple[Any, ...], list[str]]:
             features = torch.cat(scaled["x"], dim=-1)
         else:
             features = torch.cat([batch["image"], *batch["extra"]], dim=-1)
+        leaves, spec = pytree.tree_flatten({"features": features, "n": [1, None]})
+        features = pytree.tree_unflatten([leaves[0].float(), *leaves[1:]], spec)["features"]
         hidden = torch.relu(layers["encode"](features))
         outputs = {"logits": layers["decode"](hidden), "aux": [hidden.mean(-1)]}
         if optree is not None:
@@ -277,8 +281,6 @@ def _summary(
 
 
 def _verdict(uses: list[str], runs: list[Run], report: Any) -> tuple[str, int]:
-    if not uses:
-        return "nothing to check: neither dm-tree nor optree is installed", EXIT_NOTHING_TO_DO
     flatten = report.outcomes.get("tree.flatten")
     if "dm-tree" in uses and (flatten is None or flatten.kind is not Kind.REGISTERED):
         return f"FAIL: the dm-tree twins are not registered: {flatten}", EXIT_BREAKS_REMAIN

@@ -423,7 +423,7 @@ def _register_in_front_of_torch(
     """
     left_to_torch = Outcome(Kind.LEFT_TO_TORCH, library, name)
     if (
-        _dynamo.optree_layer_off()
+        _dynamo.layer_off(library)
         or _dynamo.routing_support()
         or not _dynamo.hook_builder(MODE_FLAG)
     ):

@@ -57,7 +57,7 @@ _MESSAGES: dict[Kind, str] = {
     ),
     Kind.LIBRARY_LACKS_IT: "this {library} has no {name}",
     Kind.NOT_THE_LIBRARY: "the module {name!r} is not {library}",
-    Kind.PENDING: "pending: registers once torch._dynamo and {name} load",
+    Kind.PENDING: "pending: registers once {name}",
     Kind.NOT_INSTALLED: "unavailable: {library} is not installed",
     Kind.NOT_ACTIVATED: "not registered: the package is not activated",
     Kind.TORCH_OUT_OF_RANGE: (

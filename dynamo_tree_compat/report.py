@@ -106,8 +106,12 @@ def _outcomes() -> dict[str, Outcome]:
                 outcomes[name] = Outcome(Kind.NOT_INSTALLED, library)
             elif not activation.armed:
                 outcomes[name] = Outcome(Kind.NOT_ACTIVATED, library)
-            else:  # torch's pytree is always loaded: its rows wait for a mirrored library
-                waits_for = "dm-tree or optree" if library == "torch pytree" else module_name
+            else:  # torch's pytree is loaded with torch: its rows wait for Dynamo
+                waits_for = (
+                    "torch._dynamo loads"
+                    if library == "torch pytree"
+                    else f"torch._dynamo and {module_name} load"
+                )
                 outcomes[name] = Outcome(Kind.PENDING, library, waits_for)
     return outcomes
 

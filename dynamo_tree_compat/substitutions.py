@@ -178,11 +178,32 @@ def _is_optree(module: Any) -> bool:
     return hasattr(module, "PyTreeSpec") and hasattr(module, "tree_map")
 
 
-#: torch's own pytree where Dynamo inlines it leaf by leaf: tree_map before Dynamo's own
-#: fast path (torch 2.10), tree_leaves on every release (that fast path maps only).
+#: torch's own pytree where Dynamo inlines it leaf by leaf: the maps before Dynamo's own
+#: fast path for each (torch 2.10 and 2.13), the other calls on every release (that fast
+#: path maps only).
 TORCH_PYTREE: tuple[Substitution, ...] = (
     Substitution("torch pytree", "torch.utils._pytree", "tree_map", None, "tree_map_fast_path"),
-    Substitution("torch pytree", "torch.utils._pytree", "tree_leaves", None),
+    Substitution(
+        "torch pytree",
+        "torch.utils._pytree",
+        "tree_map_with_path",
+        None,
+        "tree_map_with_path_fast_path",
+    ),
+    Substitution(
+        "torch pytree", "torch.utils._pytree", "tree_map_only", None, "tree_map_only_fast_path"
+    ),
+    *(
+        Substitution("torch pytree", "torch.utils._pytree", name, None)
+        for name in (
+            "tree_leaves",
+            "tree_flatten",
+            "tree_structure",
+            "tree_unflatten",
+            "tree_flatten_with_path",
+            "tree_leaves_with_path",
+        )
+    ),
 )
 
 

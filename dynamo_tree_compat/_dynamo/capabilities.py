@@ -153,6 +153,20 @@ def _tree_map_fast_path() -> bool:
     return hasattr(internals.kinds().Base, "call_tree_map")
 
 
+def _tree_map_with_path_fast_path() -> bool:
+    """Dynamo's fast path also takes ``tree_map_with_path`` (torch 2.13 has it)."""
+    return _tree_map_fast_path() and hasattr(
+        internals.kinds().Function, "_is_tree_map_with_path_function"
+    )
+
+
+def _tree_map_only_fast_path() -> bool:
+    """Dynamo's fast path also takes ``tree_map_only`` (torch 2.13 has it)."""
+    return _tree_map_fast_path() and hasattr(
+        internals.kinds().Function, "_rewrite_tree_map_only_call"
+    )
+
+
 #: Each capability: how it is asked, and whether that compiles a trial function.
 _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "sort_raises_cleanly": (_sort_raises_cleanly, True),
@@ -164,6 +178,8 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "skip_keeps_graphs": (_skip_keeps_graphs, False),
     "compares_through_polyfills": (_compares_through_polyfills, False),
     "tree_map_fast_path": (_tree_map_fast_path, False),
+    "tree_map_with_path_fast_path": (_tree_map_with_path_fast_path, False),
+    "tree_map_only_fast_path": (_tree_map_only_fast_path, False),
 }
 #: The capabilities' names.
 NAMES = tuple(_QUESTIONS)
@@ -178,6 +194,8 @@ SAFE: dict[str, bool] = {
     "skip_keeps_graphs": False,
     "compares_through_polyfills": True,
     "tree_map_fast_path": True,
+    "tree_map_with_path_fast_path": True,
+    "tree_map_only_fast_path": True,
 }
 _ANSWERS: dict[str, bool] = {}
 

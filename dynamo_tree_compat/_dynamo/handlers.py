@@ -45,8 +45,7 @@ HANDLED: dict[int, tuple[Callable[..., Any], str, str, Any, Any]] = {}
 def _handler(name: str) -> Handler | None:
     if name in OPTREE_C_LAYER:
         return OPTREE_C_LAYER[name] if probes.is_on(probes.OPTREE_C_LAYER) else None
-    fast_path = probes.DMTREE_FAST_PATH if name.startswith("tree.") else probes.OPTREE_FAST_PATH
-    if config.fast_path and probes.is_on(fast_path):
+    if config.fast_path and probes.is_on(probes.fast_path_hook(name)):
         return FAST_PATHS.get(name)
     return None
 
@@ -65,6 +64,8 @@ def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
     except RecursionError as error:  # Dynamo's own reading of a deep structure (torch
         # 2.8: from about 190 levels in) recurses past Python's limit: as past our limit
         library = "dm-tree" if name.startswith("tree.") else "optree"
+        if name.startswith("torch."):
+            library = "torch pytree"
         try:
             return too_deep(tx, name, "this Dynamo reads in Python's recursion limit", library)
         except dynamo_own_errors():

@@ -20,14 +20,17 @@ __all__ = [
     "DMTREE_FAST_PATH",
     "OPTREE_C_LAYER",
     "OPTREE_FAST_PATH",
+    "TORCH_PYTREE_FAST_PATH",
+    "fast_path_hook",
     "is_on",
-    "optree_layer_off",
+    "layer_off",
     "probe",
 ]
 
 DMTREE_FAST_PATH = "dm-tree fast path"
 OPTREE_FAST_PATH = "optree fast path"
 OPTREE_C_LAYER = "optree C layer"
+TORCH_PYTREE_FAST_PATH = "torch pytree fast path"
 BUILDER_HOOKS = "builder hooks"
 
 _probed: set[str] = set()
@@ -66,6 +69,21 @@ def _optree_fast_path() -> None:
     _variable(spec.unflatten(range(3)), leaves)
 
 
+def _torch_pytree_fast_path() -> None:
+    import torch.utils._pytree as pytree
+
+    from .pytree_fast import _flat
+    from .pytree_spec import known_spec, wrap_known
+
+    structure = internals.new_list([internals.constant(None), _tiny()])
+    skeleton, leaves, spec = _flat(structure)
+    expected = pytree.tree_structure([None, [1, (2.0, [3])]])
+    if skeleton != [0, [1, (2, [3])]] or len(leaves) != 4 or spec != expected:
+        raise AssertionError("the torch pytree fast path read the probe structure wrongly")
+    if known_spec(wrap_known(spec)) is not spec:
+        raise AssertionError("the torch pytree fast path's spec variable lost its spec")
+
+
 def _optree_c_layer() -> None:
     import optree
 
@@ -89,7 +107,8 @@ _PROBES: dict[str, tuple[str, Callable[[], None]]] = {
     DMTREE_FAST_PATH: ("tree", _dmtree_fast_path),
     OPTREE_FAST_PATH: ("optree", _optree_fast_path),
     OPTREE_C_LAYER: ("optree", _optree_c_layer),
-    BUILDER_HOOKS: ("optree", _builder_hooks),
+    TORCH_PYTREE_FAST_PATH: ("torch.utils._pytree", _torch_pytree_fast_path),
+    BUILDER_HOOKS: ("torch.utils._pytree", _builder_hooks),  # loaded with torch
 }
 
 
@@ -112,12 +131,24 @@ def probe() -> dict[str, str]:
     return dict(HOOKS_OFF)
 
 
-def optree_layer_off() -> str | None:
-    """Why optree's C layer is off (its probe, or the builder hooks' failed), or None."""
-    for hook in (OPTREE_C_LAYER, BUILDER_HOOKS):
+def layer_off(library: str) -> str | None:
+    """Why what this package puts in front of torch's handling of ``library`` ("optree":
+    the C layer; "torch pytree": the fast path) is off, its probe or the builder hooks'
+    having failed; None where it is on."""
+    own = OPTREE_C_LAYER if library == "optree" else TORCH_PYTREE_FAST_PATH
+    for hook in (own, BUILDER_HOOKS):
         if hook in HOOKS_OFF:
             return f"{hook}: {HOOKS_OFF[hook]}"
     return None
+
+
+def fast_path_hook(name: str) -> str:
+    """The probe hook of the fast path that handles the original named ``name``."""
+    if name.startswith("tree."):
+        return DMTREE_FAST_PATH
+    if name.startswith("torch.utils._pytree."):
+        return TORCH_PYTREE_FAST_PATH
+    return OPTREE_FAST_PATH
 
 
 def is_on(hook: str) -> bool:

@@ -15,7 +15,8 @@ from typing import Any
 
 from . import internals
 from .optree_fast import _skeleton, _variable
-from .reading import Fallback, bind, call_func, is_none
+from .pytree_spec import is_plain_spec, known_spec, wrap_known
+from .reading import Fallback, bind, call_func, constant_or, is_none, unsupported
 
 __all__ = ["HANDLERS"]
 
@@ -43,24 +44,58 @@ def _layout(skeleton: Any) -> Any:
     return (type(skeleton).__name__, tuple(_layout(part) for part in skeleton))
 
 
-def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``torch.utils._pytree.tree_leaves``."""
+def _flat(variable: Any) -> tuple[Any, list[Any], Any]:
+    """(skeleton, leaf variables in torch's order, the real TreeSpec): torch's own
+    ``tree_flatten`` runs on the skeleton, whose leaves are their numbers."""
     import torch.utils._pytree as pytree
 
-    bound = _bound(pytree.tree_leaves, args, kwargs)
+    leaves: list[Any] = []
+    skeleton = _read(variable, leaves)
+    numbers, spec = pytree.tree_flatten(skeleton)
+    return skeleton, [leaves[number] for number in numbers], spec
+
+
+def _pytree(name: str) -> Any:
+    import torch.utils._pytree as pytree
+
+    return getattr(pytree, name)
+
+
+def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_leaves``."""
+    bound = _bound(_pytree("tree_leaves"), args, kwargs)
     leaves: list[Any] = []
     _read(bound["tree"], leaves)
     return internals.new_list(leaves)
 
 
-def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``torch.utils._pytree.tree_map``, over one tree or several of one layout."""
+def _shared_entries() -> Callable[[Any], Any]:
+    """A key-path entry's variable, one per distinct entry: paths share them."""
+    made: dict[tuple[type, str], Any] = {}
+
+    def entry_variable(entry: Any) -> Any:
+        key = (type(entry), repr(entry))  # MappingKey(1) == MappingKey(True): repr tells
+        if key not in made:
+            made[key] = wrap_known(entry)
+        return made[key]
+
+    return entry_variable
+
+
+def _paths(skeleton: Any) -> list[Any]:
+    """Each leaf's key path, as a tuple variable of entry variables, in torch's order."""
     import torch.utils._pytree as pytree
 
-    bound = _bound(pytree.tree_map, args, kwargs)
-    func = bound["func"]
-    if not isinstance(func, internals.kinds().callables):
-        raise Fallback
+    entry_variable = _shared_entries()
+    return [
+        internals.new_tuple([entry_variable(entry) for entry in path])
+        for path, _ in pytree.tree_flatten_with_path(skeleton)[0]
+    ]
+
+
+def _rows(bound: dict[str, Any]) -> tuple[Any, list[list[Any]]]:
+    """(skeleton, one row per leaf: the leaf of each tree), all trees of one layout;
+    checked before the first call of a function, after which there is no fallback."""
     leaves: list[Any] = []
     skeleton = _read(bound["tree"], leaves)
     columns = [leaves]
@@ -69,13 +104,147 @@ def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if _layout(_read(rest, rest_leaves)) != _layout(skeleton):
             raise Fallback  # a prefix or a mismatch: torch's own rules
         columns.append(rest_leaves)
+    return skeleton, [list(row) for row in zip(*columns)]
+
+
+def _func(bound: dict[str, Any]) -> Any:
+    func = bound["func"]
+    if not isinstance(func, internals.kinds().callables):
+        raise Fallback
+    return func
+
+
+def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_map``, over one tree or several of one layout."""
+    bound = _bound(_pytree("tree_map"), args, kwargs)
+    func = _func(bound)
+    skeleton, rows = _rows(bound)
     # Everything is checked before the first call of func: from here on, no fallback.
-    results = [call_func(tx, func, list(row)) for row in zip(*columns)]
+    return _variable(skeleton, [call_func(tx, func, row) for row in rows])
+
+
+def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_map_with_path``: ``func(key_path, leaf, *other_leaves)``."""
+    bound = _bound(_pytree("tree_map_with_path"), args, kwargs)
+    func = _func(bound)
+    skeleton, rows = _rows(bound)
+    rows = [[path, *row] for path, row in zip(_paths(skeleton), rows)]
+    return _variable(skeleton, [call_func(tx, func, row) for row in rows])
+
+
+def _leaf_class(variable: Any) -> type:
+    """The Python class of a leaf the reader took: a tensor's or a constant's."""
+    k = internals.kinds()
+    if type(variable) is k.Constant:
+        return type(internals.read(variable, "value"))
+    if type(variable) is k.Tensor:
+        return internals.call(variable, "python_type")
+    raise Fallback  # a symbolic number: isinstance is Dynamo's to answer
+
+
+def _predicate(tx: Any, first: Any) -> Callable[[Any], bool]:
+    """``map_only``'s predicate, traced on a leaf variable: it must answer True or False
+    known while tracing (else the graph breaks here, as torch's own ``if pred(x)`` does)."""
+
+    def predicate(leaf: Any) -> bool:
+        answer = constant_or(call_func(tx, first, [leaf]))
+        if type(answer) is not bool:
+            return unsupported(
+                "torch.utils._pytree.tree_map_only",
+                "the predicate answers something other than True or False known while tracing",
+                "torch pytree",
+            )
+        return answer
+
+    return predicate
+
+
+def tree_map_only(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_map_only``: ``func`` on the leaves that are instances of
+    the classes (or that the predicate takes), the others as they are."""
+    bound = _bound(_pytree("tree_map_only"), args, kwargs)
+    first = next(iter(bound.values()))
+    func = _func(bound)
+    skeleton, rows = _rows(bound)
+    classes = constant_or(first, None)
+    if isinstance(classes, type) or (
+        type(classes) is tuple and all(isinstance(cls, type) for cls in classes)
+    ):
+        chosen = [issubclass(_leaf_class(row[0]), classes) for row in rows]
+        chooses: Callable[[Any], bool] = lambda _: chosen.pop(0)  # noqa: E731
+    elif isinstance(first, internals.kinds().callables):
+        chooses = _predicate(tx, first)
+    else:
+        raise Fallback  # a union, or what torch rejects: torch's own code
+    # From here on, no fallback: predicate and func are traced leaf by leaf, as torch's.
+    results = [call_func(tx, func, row) if chooses(row[0]) else row[0] for row in rows]
     return _variable(skeleton, results)
+
+
+def tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_flatten``: the leaves, and the spec as a constant."""
+    bound = _bound(_pytree("tree_flatten"), args, kwargs)
+    _, leaves, spec = _flat(bound["tree"])
+    return internals.new_tuple([internals.new_list(leaves), wrap_known(spec)])
+
+
+def tree_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_structure``."""
+    bound = _bound(_pytree("tree_structure"), args, kwargs)
+    return wrap_known(_flat(bound["tree"])[2])
+
+
+def _with_paths(bound: dict[str, Any]) -> tuple[Any, Any]:
+    skeleton, leaves, spec = _flat(bound["tree"])
+    pairs = [internals.new_tuple([p, leaf]) for p, leaf in zip(_paths(skeleton), leaves)]
+    return internals.new_list(pairs), spec
+
+
+def tree_flatten_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_flatten_with_path``."""
+    pairs, spec = _with_paths(_bound(_pytree("tree_flatten_with_path"), args, kwargs))
+    return internals.new_tuple([pairs, wrap_known(spec)])
+
+
+def tree_leaves_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_leaves_with_path``."""
+    return _with_paths(_bound(_pytree("tree_leaves_with_path"), args, kwargs))[0]
+
+
+def unflatten_known(spec: Any, leaves: Any) -> Any:
+    """``spec.unflatten(leaves)`` for a spec of plain containers and a list or tuple of
+    as many leaves; None for anything else (torch's own code then runs)."""
+    k = internals.kinds()
+    if type(leaves) not in (k.List, k.Tuple) or not is_plain_spec(spec):
+        return None
+    items = list(internals.read(leaves, "items"))
+    if len(items) != spec.num_leaves:
+        return None  # torch's own ValueError
+    return _variable(spec.unflatten(range(len(items))), items)
+
+
+def tree_unflatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``torch.utils._pytree.tree_unflatten`` with a spec the fast path made."""
+    bound = bind(_pytree("tree_unflatten"), args, kwargs)
+    spec = known_spec(bound["treespec"])
+    result = None if spec is None else unflatten_known(spec, bound["leaves"])
+    if result is None:
+        raise Fallback
+    return result
 
 
 #: Handlers by original: each returns Dynamo's variable for the result, or raises Fallback.
 HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
-    "torch.utils._pytree.tree_leaves": tree_leaves,
-    "torch.utils._pytree.tree_map": tree_map,
+    f"torch.utils._pytree.{handler.__name__}": handler
+    for handler in (
+        tree_leaves,
+        tree_map,
+        tree_map_with_path,
+        tree_map_only,
+        tree_flatten,
+        tree_structure,
+        tree_flatten_with_path,
+        tree_leaves_with_path,
+        tree_unflatten,
+    )
 }

@@ -38,6 +38,8 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     "skip_keeps_graphs": _releases((2, 7), NEWEST),
     "compares_through_polyfills": _releases(OLDEST, (2, 12)),
     "tree_map_fast_path": _releases((2, 10), NEWEST),
+    "tree_map_with_path_fast_path": _releases((2, 12), NEWEST),  # read in 2.10-2.12 wheels
+    "tree_map_only_fast_path": _releases((2, 10), NEWEST),
     # the tests' features
     "time.struct_time": _releases((2, 12), NEWEST),
     "hash": _releases((2, 13), NEWEST),

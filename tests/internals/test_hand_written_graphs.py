@@ -119,6 +119,21 @@ CASES: dict[str, Case] = {
         lambda s: sum(pytree.tree_leaves(s)[:3]),
         lambda s: 0 + s["a"] + s["b"][0] + s["b"][1][0],
     ),
+    "torch pytree tree_flatten, tree_unflatten": (
+        lambda s: pytree.tree_unflatten(
+            [t * 2 for t in pytree.tree_flatten(s)[0][:3]] + [None],
+            pytree.tree_structure(s),
+        ),
+        _by_hand_double,
+    ),
+    "torch pytree tree_map_only": (
+        lambda s: pytree.tree_map_only(torch.Tensor, _double, s),
+        _by_hand_double,
+    ),
+    "torch pytree tree_map_with_path": (
+        lambda s: pytree.tree_map_with_path(_sin, s),
+        _by_hand_sin,
+    ),
     "optree.tree_reduce": (
         lambda s: optree.tree_reduce(_add, s),
         lambda s: s["a"] + s["b"][0] + s["b"][1][0],

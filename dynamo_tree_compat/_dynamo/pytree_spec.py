@@ -1,0 +1,74 @@
+"""torch's TreeSpec, and its key-path entries, as Dynamo variables: constants of the graph.
+
+The torch-pytree fast path (:mod:`.pytree_fast`) runs torch's own code on a skeleton of
+plain containers while tracing, and gets the real ``TreeSpec``. Dynamo sees it as it sees
+any spec made while tracing (a user object without a source: attributes and methods are
+traced as torch's Python code), with two additions: the spec is a constant, so that
+comparisons fold while tracing, and it can leave the graph (it is loaded from a global).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from . import internals
+from .reading import breaks_on_error
+
+__all__ = ["is_plain_spec", "known_spec", "known_variable_class", "wrap_known"]
+
+
+@functools.cache
+def known_variable_class() -> type:
+    """Dynamo's user-object variable for an object known while tracing (a torch TreeSpec,
+    a key-path entry), which can leave the graph."""
+
+    class KnownObjectVariable(internals.kinds().UserObject):  # type: ignore[misc, name-defined]
+        """A real object made while tracing: a constant of the graph."""
+
+        def is_python_constant(self) -> bool:
+            return True
+
+        def as_python_constant(self) -> Any:
+            return self.value
+
+        @breaks_on_error("TreeSpec.reconstruct")
+        def reconstruct(self, codegen: Any) -> None:
+            internals.load_global(codegen, "__dtc_pytree", self.value)
+
+        def call_method(self, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+            if name == "unflatten" and len(args) == 1 and not kwargs:
+                from .pytree_fast import unflatten_known
+
+                result = unflatten_known(self.value, args[0])
+                if result is not None:
+                    return result
+            return super().call_method(tx, name, args, kwargs)
+
+    return KnownObjectVariable
+
+
+def wrap_known(value: Any) -> Any:
+    """The variable for ``value``, an object made while tracing."""
+    return known_variable_class()(value)
+
+
+def known_spec(variable: Any) -> Any:
+    """The real TreeSpec a variable of this package stands for; else None (a spec Dynamo
+    made by tracing torch's code holds its fields in Dynamo's side effects, not in the
+    object, and a spec from outside the graph would need guards)."""
+    import torch.utils._pytree as pytree
+
+    if type(variable) is not known_variable_class():
+        return None
+    value = internals.read(variable, "value")
+    return value if isinstance(value, pytree.TreeSpec) else None
+
+
+def is_plain_spec(spec: Any) -> bool:
+    """Whether every node of a TreeSpec is an exact dict, list or tuple (or a leaf)."""
+    if spec.is_leaf():
+        return True
+    # torch 2.13 deprecates children_specs for children()
+    children = spec.children() if hasattr(spec, "children") else spec.children_specs
+    return spec.type in (dict, list, tuple) and all(map(is_plain_spec, children))
