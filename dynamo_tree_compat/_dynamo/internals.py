@@ -235,7 +235,7 @@ def constant(value: Any) -> Any:
     return kinds().Constant.create(value)
 
 
-#: Flags of code that :func:`trivial_call` leaves to Dynamo.
+#: Flags of code that :func:`trivial_body_of` leaves to Dynamo.
 _NOT_TRIVIAL = (
     inspect.CO_VARARGS
     | inspect.CO_VARKEYWORDS
@@ -272,10 +272,11 @@ def _trivial_body(code: types.CodeType) -> tuple[str, Any] | None:
     return ("constant", value) if type(value) in _CONSTANTS else None
 
 
-def trivial_call(function: Any, args: list[Any]) -> Any:
-    """The result of a call of a Python function that only returns one of its arguments
-    or a constant (``lambda x: x``, ``lambda _: None``), without inlining it: its body has
-    no effect to trace. None for any other call, which Dynamo then inlines."""
+def trivial_body_of(function: Any) -> tuple[str, Any, int] | None:
+    """``(kind, value, argument count)`` of a Python function variable that only returns
+    one of its arguments or a constant (``lambda x: x``, ``lambda _: None``): its calls
+    need no inlining, as their body has no effect to trace. None for any other callable,
+    which Dynamo then inlines."""
     try:
         k = kinds()
         function = function.realize()
@@ -287,9 +288,7 @@ def trivial_call(function: Any, args: list[Any]) -> Any:
         if code not in _TRIVIAL_BODIES:
             _TRIVIAL_BODIES[code] = _trivial_body(code)
         body = _TRIVIAL_BODIES[code]
-        if body is None or len(args) != code.co_argcount:
-            return None
-        return args[body[1]] if body[0] == "argument" else constant(body[1])
+        return None if body is None else (*body, code.co_argcount)
     except Exception:  # noqa: BLE001 - Dynamo's classes moved: inline as usual
         return None
 

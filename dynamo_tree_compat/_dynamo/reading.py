@@ -264,11 +264,22 @@ def tree_options(bound: dict[str, Any], what: str, strict: bool) -> tuple[Any, b
     return predicate, found[0], found[1]
 
 
+#: The last function variable :func:`call_func` met, its trivial body, and the shared
+#: constant result: a map calls one function per leaf.
+_LAST_FUNC: list[Any] = [None, None, None]
+
+
 def call_func(tx: Any, func: Any, args: list[Any]) -> Any:
     """``func(*args)`` while tracing; one that only returns an argument or a constant is
-    not inlined (see ``internals.trivial_call``)."""
-    result = internals.trivial_call(func, args)
-    return func.call_function(tx, args, {}) if result is None else result
+    not inlined (see ``internals.trivial_body_of``)."""
+    if _LAST_FUNC[0] is not func:
+        body = internals.trivial_body_of(func)
+        shared = internals.constant(body[1]) if body and body[0] == "constant" else None
+        _LAST_FUNC[:] = [func, body, shared]
+    _, body, shared = _LAST_FUNC
+    if body is None or len(args) != body[2]:
+        return func.call_function(tx, args, {})
+    return args[body[1]] if shared is None else shared
 
 
 _SIGNATURES: dict[Any, inspect.Signature] = {}
