@@ -48,14 +48,16 @@ def _skeleton(
     leaves: list[Any],
     above: list[Any],
     cycle: type[Exception] = Cycle,
+    keys: dict[tuple[type, Any], Any] | None = None,
 ) -> Any:
     """Plain containers like the structure's, with leaf numbers for leaves.
 
     ``above`` holds the containers on the way down, to tell a structure that contains
     itself (torch's own handling would loop on it; ``cycle`` is raised) from one that is
-    merely deep.
+    merely deep. ``keys``, if given, receives the dict keys' trackers, by key, for
+    :func:`_variable` to reuse.
     """
-    kind, first, keys, children = node(variable, sort=False)
+    kind, first, dict_keys, children = node(variable, sort=False)
     if kind == LEAF:
         is_constant = type(first) is internals.kinds().Constant
         if not none_is_leaf and is_constant and internals.read(first, "value") is None:
@@ -67,37 +69,49 @@ def _skeleton(
     if len(above) >= FAST_PATH_MAX_DEPTH:
         raise Fallback
     above.append(first)
-    parts = [_skeleton(child, none_is_leaf, leaves, above, cycle) for child in children]
+    parts = [_skeleton(child, none_is_leaf, leaves, above, cycle, keys) for child in children]
     above.pop()
     if kind == LIST:
         return parts
     if kind == TUPLE:
         return tuple(parts)
-    return {key[0]: part for key, part in zip(keys or [], parts)}
+    if keys is not None:
+        for key in dict_keys or []:
+            keys.setdefault((type(key[0]), key[0]), key[1])
+    return {key[0]: part for key, part in zip(dict_keys or [], parts)}
 
 
-def _variable(skeleton: Any, values: list[Any]) -> Any:
-    """Dynamo's variable for a skeleton, leaf numbers replaced by ``values``."""
+def _variable(
+    skeleton: Any, values: list[Any], keys: dict[tuple[type, Any], Any] | None = None
+) -> Any:
+    """Dynamo's variable for a skeleton, leaf numbers replaced by ``values``; dict keys
+    from the trackers in ``keys`` where read (a key's hash is then not taken again)."""
     cls = type(skeleton)
     if cls is int:
         return values[skeleton]
     if skeleton is None:
         return internals.constant(None)
     if cls is list:
-        return internals.new_list([_variable(item, values) for item in skeleton])
+        return internals.new_list([_variable(item, values, keys) for item in skeleton])
     if cls is tuple:
-        return internals.new_tuple([_variable(item, values) for item in skeleton])
+        return internals.new_tuple([_variable(item, values, keys) for item in skeleton])
+    known = keys or {}
     return internals.new_dict(
-        {internals.constant(key): _variable(item, values) for key, item in skeleton.items()}
+        {
+            known.get((type(key), key)) or internals.constant(key): _variable(item, values, keys)
+            for key, item in skeleton.items()
+        }
     )
 
 
-def _flat(tx: Any, variable: Any, options: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+def _flat(
+    tx: Any, variable: Any, options: dict[str, Any], keys: dict[Any, Any] | None = None
+) -> tuple[Any, list[Any], Any]:
     """(skeleton, leaf variables in optree's order, the real PyTreeSpec)."""
     import optree
 
     leaves: list[Any] = []
-    skeleton = _skeleton(variable, options["none_is_leaf"], leaves, [])
+    skeleton = _skeleton(variable, options["none_is_leaf"], leaves, [], keys=keys)
     guard_dict_order(tx, options["namespace"])
     order, spec = optree.tree_flatten(skeleton, **options)
     return skeleton, [leaves[index] for index in order], spec
@@ -126,7 +140,8 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
     func = bound["func"]
     if not isinstance(func, internals.kinds().callables):
         raise Fallback
-    skeleton, leaves, spec = _flat(tx, bound["tree"], options)
+    keys: dict[tuple[type, Any], Any] = {}
+    skeleton, leaves, spec = _flat(tx, bound["tree"], options, keys)
     columns = [leaves]
     for rest in bound.get("rests", ()):
         _, rest_leaves, rest_spec = _flat(tx, rest, options)
@@ -149,7 +164,7 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
         ]
     # Everything is checked before the first call of func: from here on, no fallback.
     results = [call_func(tx, func, row) for row in rows]
-    return _variable(spec.unflatten(range(len(results))), results)
+    return _variable(spec.unflatten(range(len(results))), results, keys)
 
 
 def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -18,6 +18,7 @@ from .optree_reader import Reader, Slot, call, from_skeleton, items, real, unfla
 from .reading import breaks_on_error, constant_or, is_none, is_variable, unsupported
 
 __all__ = [
+    "HeldConstant",
     "is_spec_method",
     "method_caller_class",
     "spec_method_class",
@@ -77,12 +78,29 @@ def _holding_variable_class() -> type:
     return HoldingVariable
 
 
+class HeldConstant:
+    """Mixin for a variable that holds a real object made while tracing, ``value``: a
+    constant of the graph, loaded from a global where it leaves the graph."""
+
+    value: Any
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    @breaks_on_error("reconstructing a constant of the graph")
+    def reconstruct(self, codegen: Any) -> None:
+        internals.load_global(codegen, "__dtc_constant", self.value)
+
+
 @_class_once
 def spec_variable_class() -> type:
     """Dynamo's variable for a real optree.PyTreeSpec: a constant of the graph."""
 
     @patches.with_slot_names
-    class TreeSpecVariable(_holding_variable_class()):  # type: ignore[misc]
+    class TreeSpecVariable(HeldConstant, _holding_variable_class()):  # type: ignore[misc]
         """A real optree.PyTreeSpec; what depends on the spec alone is run while tracing."""
 
         def __repr__(self) -> str:
@@ -90,16 +108,6 @@ def spec_variable_class() -> type:
 
         def python_type(self) -> type:
             return type(self.value)
-
-        def is_python_constant(self) -> bool:
-            return True
-
-        def as_python_constant(self) -> Any:
-            return self.value
-
-        @breaks_on_error("PyTreeSpec.reconstruct")
-        def reconstruct(self, codegen: Any) -> None:
-            internals.load_global(codegen, "__dtc_treespec", self.value)
 
         @breaks_on_error("PyTreeSpec attribute")
         def var_getattr(self, tx: Any, name: str) -> Any:

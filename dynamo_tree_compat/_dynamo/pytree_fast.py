@@ -29,10 +29,10 @@ def _bound(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, 
     return bound
 
 
-def _read(variable: Any, leaves: list[Any]) -> Any:
+def _read(variable: Any, leaves: list[Any], keys: dict[Any, Any] | None = None) -> Any:
     """A skeleton of plain containers, leaf numbers for leaves (None is a leaf); a
-    structure that contains itself goes torch's way."""
-    return _skeleton(variable, True, leaves, [], cycle=Fallback)
+    structure that contains itself goes torch's way. ``keys``: see ``_skeleton``."""
+    return _skeleton(variable, True, leaves, [], cycle=Fallback, keys=keys)
 
 
 def _layout(skeleton: Any) -> Any:
@@ -93,11 +93,12 @@ def _paths(skeleton: Any) -> list[Any]:
     ]
 
 
-def _rows(bound: dict[str, Any]) -> tuple[Any, list[list[Any]]]:
+def _rows(bound: dict[str, Any], keys: dict[Any, Any]) -> tuple[Any, list[list[Any]]]:
     """(skeleton, one row per leaf: the leaf of each tree), all trees of one layout;
-    checked before the first call of a function, after which there is no fallback."""
+    checked before the first call of a function, after which there is no fallback. The
+    first tree's dict keys go to ``keys``."""
     leaves: list[Any] = []
-    skeleton = _read(bound["tree"], leaves)
+    skeleton = _read(bound["tree"], leaves, keys)
     columns = [leaves]
     for rest in bound.get("rests", ()):
         rest_leaves: list[Any] = []
@@ -118,18 +119,18 @@ def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``torch.utils._pytree.tree_map``, over one tree or several of one layout."""
     bound = _bound(_pytree("tree_map"), args, kwargs)
     func = _func(bound)
-    skeleton, rows = _rows(bound)
+    skeleton, rows = _rows(bound, keys := {})
     # Everything is checked before the first call of func: from here on, no fallback.
-    return _variable(skeleton, [call_func(tx, func, row) for row in rows])
+    return _variable(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 
 def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``torch.utils._pytree.tree_map_with_path``: ``func(key_path, leaf, *other_leaves)``."""
     bound = _bound(_pytree("tree_map_with_path"), args, kwargs)
     func = _func(bound)
-    skeleton, rows = _rows(bound)
+    skeleton, rows = _rows(bound, keys := {})
     rows = [[path, *row] for path, row in zip(_paths(skeleton), rows)]
-    return _variable(skeleton, [call_func(tx, func, row) for row in rows])
+    return _variable(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 
 def _leaf_class(variable: Any) -> type:
@@ -165,7 +166,7 @@ def tree_map_only(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     bound = _bound(_pytree("tree_map_only"), args, kwargs)
     first = next(iter(bound.values()))
     func = _func(bound)
-    skeleton, rows = _rows(bound)
+    skeleton, rows = _rows(bound, keys := {})
     classes = constant_or(first, None)
     if isinstance(classes, type) or (
         type(classes) is tuple and all(isinstance(cls, type) for cls in classes)
@@ -178,7 +179,7 @@ def tree_map_only(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         raise Fallback  # a union, or what torch rejects: torch's own code
     # From here on, no fallback: predicate and func are traced leaf by leaf, as torch's.
     results = [call_func(tx, func, row) if chooses(row[0]) else row[0] for row in rows]
-    return _variable(skeleton, results)
+    return _variable(skeleton, results, keys)
 
 
 def tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

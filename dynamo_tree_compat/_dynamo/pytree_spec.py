@@ -13,7 +13,7 @@ import functools
 from typing import Any
 
 from . import internals
-from .reading import breaks_on_error
+from .optree_spec import HeldConstant
 
 __all__ = ["is_plain_spec", "known_spec", "known_variable_class", "wrap_known"]
 
@@ -23,18 +23,8 @@ def known_variable_class() -> type:
     """Dynamo's user-object variable for an object known while tracing (a torch TreeSpec,
     a key-path entry), which can leave the graph."""
 
-    class KnownObjectVariable(internals.kinds().UserObject):  # type: ignore[misc, name-defined]
+    class KnownObjectVariable(HeldConstant, internals.kinds().UserObject):  # type: ignore[misc, name-defined]
         """A real object made while tracing: a constant of the graph."""
-
-        def is_python_constant(self) -> bool:
-            return True
-
-        def as_python_constant(self) -> Any:
-            return self.value
-
-        @breaks_on_error("TreeSpec.reconstruct")
-        def reconstruct(self, codegen: Any) -> None:
-            internals.load_global(codegen, "__dtc_pytree", self.value)
 
         def call_method(self, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
             if name == "unflatten" and len(args) == 1 and not kwargs:
