@@ -60,7 +60,8 @@ OPTREE_TWO = "optree.tree_map (two trees)"
 DM_TREE_MAP_LIKE = ("tree.map_structure", "tree.map_structure_with_path", TWO)
 DM_TREE_MAP_LIKE += ("tree.map_structure_up_to", "tree.map_structure_with_path_up_to")
 MAP_LIKE = (*DM_TREE_MAP_LIKE, "optree.tree_map", "optree.tree_map_with_path", OPTREE_TWO)
-MAP_LIKE += ("optree.tree_map, none_is_leaf=True", "torch pytree tree_map")
+MAP_LIKE += ("optree.tree_map_with_accessor", "optree.tree_map, none_is_leaf=True")
+MAP_LIKE += ("torch pytree tree_map",)
 MAP_LIKE += ("torch pytree tree_map_with_path", "torch pytree tree_map_only")
 #: The same map with a function that computes, beside torch's: what a real body costs.
 DOUBLING = "tree.map_structure, func computes t * 2"
@@ -157,6 +158,9 @@ def _calls(leaves: int) -> dict[str, Callable[[torch.Tensor], Any]]:
         calls["optree.tree_map"] = make(lambda s: optree.tree_map(_identity, s))
         calls["optree.tree_map_with_path"] = make(
             lambda s: optree.tree_map_with_path(_path_identity, s)
+        )
+        calls["optree.tree_map_with_accessor"] = make(
+            lambda s: optree.tree_map_with_accessor(_path_identity, s)
         )
         calls[OPTREE_TWO] = make(lambda s: optree.tree_map(_first, s, s))
         calls["optree.tree_map, none_is_leaf=True"] = make(

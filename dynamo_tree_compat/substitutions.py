@@ -116,6 +116,7 @@ OPTREE: tuple[Substitution, ...] = (
             "tree_leaves",
             "tree_map",
             "tree_map_with_path",
+            "tree_map_with_accessor",
             "tree_flatten",
             "tree_flatten_with_path",
             "tree_structure",

@@ -453,6 +453,16 @@ def build(tx: Any, name: str, value: Any) -> Any:
     return VariableBuilder(tx, sources().Global(name))(value)
 
 
+def build_lazily(tx: Any, prefix: str, values: list[Any]) -> list[Any]:
+    """Dynamo's variables for ``values``, each built (as :func:`build` would) only where
+    traced code uses it; all read through one global list, ``prefix`` its name's start."""
+    from torch._dynamo.source import GetItemSource
+    from torch._dynamo.variables.lazy import LazyVariableTracker
+
+    held = sources().Global(install_global(tx, prefix, values))
+    return [LazyVariableTracker.create(v, GetItemSource(held, i)) for i, v in enumerate(values)]
+
+
 def resolve_source(tx: Any, source: Any) -> Any:
     """The real value behind a source, or :class:`Missing` where Dynamo cannot say."""
     resolve = getattr(tx.output, "resolve_source_value", None)

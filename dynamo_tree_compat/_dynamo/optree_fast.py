@@ -132,11 +132,15 @@ def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return internals.new_list(leaves)
 
 
-def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+_MAPS = {"": "tree_map", "paths": "tree_map_with_path", "accessors": "tree_map_with_accessor"}
+
+
+def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], before: str) -> Any:
+    """optree's map that passes each leaf's path or accessor first where ``before`` says so
+    ("paths", "accessors" or "")."""
     import optree
 
-    original = optree.tree_map_with_path if with_path else optree.tree_map
-    bound, options = _options(original, args, kwargs)
+    bound, options = _options(getattr(optree, _MAPS[before]), args, kwargs)
     func = bound["func"]
     if not isinstance(func, internals.kinds().callables):
         raise Fallback
@@ -148,8 +152,7 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
         if rest_spec != spec:  # a prefix or a mismatch: optree's own rules, untouched
             raise Fallback
         columns.append(rest_leaves)
-    rows = [list(row) for row in zip(*columns)]
-    if with_path:
+    if before == "paths":
         made: dict[tuple[type, Any], Any] = {}  # one variable per key: paths share them
 
         def entry_variable(entry: Any) -> Any:
@@ -158,23 +161,16 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
                 made[key] = internals.constant(entry)
             return made[key]
 
-        rows = [
-            [internals.new_tuple([entry_variable(entry) for entry in path]), *row]
-            for path, row in zip(_paths(skeleton, options), rows)
-        ]
+        paths = _paths(skeleton, options)
+        columns.insert(0, [internals.new_tuple(list(map(entry_variable, p))) for p in paths])
+    elif before == "accessors":
+        # The skeleton's containers are the tree's: so are its accessors. Each is built as
+        # Dynamo builds any object only where func reads it.
+        accessors = optree.tree_accessors(skeleton, **options)
+        columns.insert(0, internals.build_lazily(tx, "__dtc_accessors", accessors))
     # Everything is checked before the first call of func: from here on, no fallback.
-    results = [call_func(tx, func, row) for row in rows]
+    results = [call_func(tx, func, list(row)) for row in zip(*columns)]
     return _variable(spec.unflatten(range(len(results))), results, keys)
-
-
-def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``optree.tree_map``."""
-    return _tree_map(tx, args, kwargs, with_path=False)
-
-
-def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``optree.tree_map_with_path``."""
-    return _tree_map(tx, args, kwargs, with_path=True)
 
 
 def _tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -> Any:
@@ -193,8 +189,10 @@ def _tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -
 #: Handlers by original: each returns Dynamo's variable for the result, or raises Fallback.
 HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
     "optree.tree_leaves": tree_leaves,
-    "optree.tree_map": tree_map,
-    "optree.tree_map_with_path": tree_map_with_path,
+    **{
+        f"optree.{name}": functools.partial(_tree_map, before=before)
+        for before, name in _MAPS.items()
+    },
     **{
         f"optree.{name}": functools.partial(_tree_flatten, name=name)
         for name in ("tree_flatten", "tree_structure", "tree_flatten_with_path")

@@ -103,6 +103,10 @@ CASES: dict[str, Case] = {
         lambda s: optree.tree_map_with_path(_sin, s),
         _by_hand_sin,
     ),
+    "optree.tree_map_with_accessor": (
+        lambda s: optree.tree_map_with_accessor(_sin, s),
+        _by_hand_sin,
+    ),
     "optree.tree_flatten, tree_unflatten": (
         lambda s: optree.tree_unflatten(
             optree.tree_structure(s), [t * 2 for t in optree.tree_leaves(s)]
