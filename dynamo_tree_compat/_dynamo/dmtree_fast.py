@@ -27,6 +27,7 @@ from .reading import (
     call_func,
     constant_or,
     node,
+    reads_argument,
     too_deep,
 )
 
@@ -42,14 +43,19 @@ class _TooDeep(Exception):
 
 
 def _walk(
-    roots: list[Any], paths: list[Any] | None = None, up_to: bool = False
+    roots: list[Any],
+    paths: list[Any] | None = None,
+    up_to: bool = False,
+    seen: dict[int, Any] | None = None,
 ) -> tuple[list[Entry], list[list[Any]]]:
     """Reads structures of one layout: (nodes of the first, in dm-tree's order; leaves
     by position, a row of one variable per structure).
 
     With ``up_to``, the first root is a shallow structure: where it has a leaf, the
     others' values there are taken whole, unread. If ``paths`` is a list, it receives
-    each leaf's path, as a tuple of the variables of its keys and indices.
+    each leaf's path, as a tuple of the variables of its keys and indices. If ``seen``
+    is a dict, it receives each node of the first structure as ``reading.node`` read it,
+    by the id of its variable.
     """
     entries: list[Entry] = []
     leaves: list[list[Any]] = []
@@ -58,7 +64,10 @@ def _walk(
     pending: list[tuple[list[Any], int, tuple[Any, ...]]] = [(roots, 1, ())]
     while pending:
         variables, depth, path = pending.pop()
-        kind, first, keys, children = node(variables[0])
+        read = node(variables[0])
+        if seen is not None:
+            seen[id(variables[0])] = read
+        kind, first, keys, children = read
         if kind == LEAF:
             if up_to:
                 row = [first, *variables[1:]]
@@ -110,9 +119,10 @@ def _container(kind: int, first: Any, keys: Any, items: list[Any]) -> Any:
     if kind == TUPLE:
         return internals.new_tuple(items)
     assert kind == DICT
-    by_tracker = {key[1]: item for key, item in zip(keys, items)}
+    # In the dict's own order; by identity: a key tracker's hash is Python code.
+    by_tracker = {id(key[1]): item for key, item in zip(keys, items)}
     order = [tracker for _, tracker, _ in internals.dict_entries(first)]
-    return internals.new_dict({tracker: by_tracker[tracker] for tracker in order})
+    return internals.new_dict([(tracker, by_tracker[id(tracker)]) for tracker in order])
 
 
 def _rebuild(entries: list[Entry], results: list[Any]) -> Any:
@@ -218,6 +228,9 @@ def _call_rows(tx: Any, func: Any, rows: list[list[Any]], paths: list[Any] | Non
     """``func`` on each row of values, after the path where there are paths."""
     if paths is None:
         return [call_func(tx, func, row) for row in rows]
+    if not reads_argument(func, 0, len(rows[0]) + 1 if rows else 1):
+        unread = internals.constant(None)  # a path the function never reads: none made
+        return [call_func(tx, func, [unread, *row]) for row in rows]
     return [call_func(tx, func, [path, *row]) for path, row in zip(_path_tuples(paths), rows)]
 
 
@@ -298,14 +311,14 @@ def unflatten_as(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 def _is_none(variable: Any) -> bool:
     # By class, not reading.is_none: is_python_constant() reads a container whole, which
     # overflows Python's stack on a deep subtree the user's function returned.
-    variable = internals.call(variable, "realize")
+    variable = internals.realized(variable)
     return (
         type(variable) is internals.kinds().Constant and internals.read(variable, "value") is None
     )
 
 
 def _maps_to_none(variable: Any) -> bool:
-    value = internals.object_value(internals.call(variable, "realize"))
+    value = internals.object_value(internals.realized(variable))
     return value is not None and (
         value is dmtree.MAP_TO_NONE or value is dmtree._dm_tree_map_to_none
     )
@@ -315,15 +328,22 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
     names = ("fn", "structure", "top_down")
     fn, structure, top_down = _bind(args, kwargs, names, {"top_down": True})
     fn = _callable(fn)
-    _walk([structure])  # every node readable, and not too deep: no fallback after a call
+    # Every node readable, and not too deep: no fallback after a call. Each node is read
+    # once, here: the structure's variables stay alive, so their ids stay theirs.
+    _walk([structure], seen=(seen := {}))
     top_down = bool(top_down)
     frames: list[list[Any]] = []  # [kind, container, keys, children, path, results]
     index_variables: dict[int, Any] = {}
     pushed = object()
 
+    reads_path = with_path and reads_argument(fn, 0, 2)
+    unread = internals.constant(None)  # a path fn never reads: none made
+
     def call(path: tuple[Any, ...], subtree: Any) -> Any:
         if with_path:
-            return call_func(tx, fn, [internals.new_tuple(list(path)), subtree])
+            return call_func(
+                tx, fn, [internals.new_tuple(list(path)) if reads_path else unread, subtree]
+            )
         return call_func(tx, fn, [subtree])
 
     def replaced(result: Any) -> Any:
@@ -338,7 +358,7 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
             result = call(path, subtree)
             if not _is_none(result):
                 return replaced(result)
-        kind, first, keys, children = node(subtree)
+        kind, first, keys, children = seen.get(id(subtree)) or node(subtree)
         if kind == LEAF:
             return first if top_down else bottom_up(path, first)
         frames.append([kind, first, keys, children, path, []])

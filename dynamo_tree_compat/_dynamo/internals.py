@@ -55,6 +55,7 @@ __all__ = [
     "new_tuple",
     "read",
     "read_graph_break",
+    "realized",
     "registration_tables",
     "skip_frame_error",
     "sources",
@@ -206,35 +207,6 @@ def kinds() -> types.SimpleNamespace:
         raise Missing(f"Dynamo's variable classes: {error}") from error
 
 
-def _mutable() -> dict[str, Any]:
-    """The keyword that marks a container as made while tracing."""
-    k = kinds()
-    return {k.new_keyword: k.new()}
-
-
-def new_list(items: list[Any]) -> Any:
-    """A list made while tracing."""
-    return kinds().List(list(items), **_mutable())
-
-
-def new_tuple(items: list[Any]) -> Any:
-    """A tuple made while tracing."""
-    return kinds().Tuple(list(items))
-
-
-def new_dict(items: dict[Any, Any]) -> Any:
-    """A plain dict made while tracing, from key variables (or key trackers) to values."""
-    k = kinds()
-    if k.dict_takes_user_cls:
-        return k.Dict(items, user_cls=dict, **_mutable())
-    return k.Dict(items, **_mutable())
-
-
-def constant(value: Any) -> Any:
-    """A constant variable."""
-    return kinds().Constant.create(value)
-
-
 #: Flags of code that :func:`trivial_body_of` leaves to Dynamo.
 _NOT_TRIVIAL = (
     inspect.CO_VARARGS
@@ -291,6 +263,21 @@ def trivial_body_of(function: Any) -> tuple[str, Any, int] | None:
         return None if body is None else (*body, code.co_argcount)
     except Exception:  # noqa: BLE001 - Dynamo's classes moved: inline as usual
         return None
+
+
+#: Variable classes whose ``realize`` is the base class's (it returns the variable).
+_REALIZED: set[type] = set()
+
+
+def realized(variable: Any) -> Any:
+    """What a variable stands for: a lazy one realized (``realize``), any other itself."""
+    cls = type(variable)
+    if cls in _REALIZED:
+        return variable
+    if getattr(cls, "realize", None) is kinds().Base.realize:
+        _REALIZED.add(cls)
+        return variable
+    return call(variable, "realize")
 
 
 def object_value(variable: Any) -> Any:
@@ -693,3 +680,7 @@ def lookup_backend(name: str) -> Callable[..., Any]:
     from torch._dynamo import lookup_backend as lookup
 
     return lookup(name)
+
+
+# The seam's constructors, in their own module (see there).
+from .making import constant, new_dict, new_list, new_tuple  # noqa: E402

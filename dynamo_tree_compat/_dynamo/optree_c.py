@@ -90,7 +90,7 @@ def _collection_of_specs(tx: Any, variable: Any, what: str) -> Any:
     """A collection (one level of containers) whose children are tree specs, made real."""
     import optree
 
-    variable = internals.call(variable, "realize")
+    variable = internals.realized(variable)
     try:
         cls = internals.call(variable, "python_type")
     except NotImplementedError:

@@ -27,6 +27,7 @@ from .reading import (
     bind,
     call_func,
     node,
+    reads_argument,
     tree_options,
 )
 
@@ -97,10 +98,10 @@ def _variable(
         return internals.new_tuple([_variable(item, values, keys) for item in skeleton])
     known = keys or {}
     return internals.new_dict(
-        {
-            known.get((type(key), key)) or internals.constant(key): _variable(item, values, keys)
+        [
+            (known.get((type(key), key)) or internals.constant(key), _variable(item, values, keys))
             for key, item in skeleton.items()
-        }
+        ]
     )
 
 
@@ -152,7 +153,10 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], before: str) -> 
         if rest_spec != spec:  # a prefix or a mismatch: optree's own rules, untouched
             raise Fallback
         columns.append(rest_leaves)
-    if before == "paths":
+    if before and not reads_argument(func, 0, len(columns) + 1):
+        # A path or accessor func never reads: none made, one placeholder for all.
+        columns.insert(0, [internals.constant(None)] * len(columns[0]))
+    elif before == "paths":
         made: dict[tuple[type, Any], Any] = {}  # one variable per key: paths share them
 
         def entry_variable(entry: Any) -> Any:

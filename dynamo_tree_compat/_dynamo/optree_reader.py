@@ -49,7 +49,7 @@ def real(variable: Any, what: str) -> Any:
     Constants, classes and functions only: another object's contents may change from
     one call to the next (or while tracing) without a guard to see it.
     """
-    variable = internals.call(variable, "realize")
+    variable = internals.realized(variable)
     if internals.call(variable, "is_python_constant"):
         return internals.call(variable, "as_python_constant")
     for name in ("fn", "value"):
@@ -201,7 +201,7 @@ class Reader:
         return kind, cls, entry
 
     def skeleton(self, variable: Any, depth: int = 0) -> Any:
-        variable = internals.call(variable, "realize")
+        variable = internals.realized(variable)
         kind, cls, entry = self.classify(variable)
         if kind is None:
             return self.leaf(variable)

@@ -16,7 +16,15 @@ from typing import Any
 from . import internals
 from .optree_fast import _skeleton, _variable
 from .pytree_spec import is_plain_spec, known_spec, wrap_known
-from .reading import Fallback, bind, call_func, constant_or, is_none, unsupported
+from .reading import (
+    Fallback,
+    bind,
+    call_func,
+    constant_or,
+    is_none,
+    reads_argument,
+    unsupported,
+)
 
 __all__ = ["HANDLERS"]
 
@@ -44,14 +52,24 @@ def _layout(skeleton: Any) -> Any:
     return (type(skeleton).__name__, tuple(_layout(part) for part in skeleton))
 
 
+#: The skeletons behind the latest specs the fast path made, by the spec's id (the spec
+#: held with it), with their dict keys' trackers: unflattening them reads neither again.
+_SKELETONS: dict[int, tuple[Any, Any, dict[Any, Any]]] = {}
+_SKELETONS_KEPT = 64
+
+
 def _flat(variable: Any) -> tuple[Any, list[Any], Any]:
     """(skeleton, leaf variables in torch's order, the real TreeSpec): torch's own
     ``tree_flatten`` runs on the skeleton, whose leaves are their numbers."""
     import torch.utils._pytree as pytree
 
     leaves: list[Any] = []
-    skeleton = _read(variable, leaves)
+    skeleton = _read(variable, leaves, keys := {})
     numbers, spec = pytree.tree_flatten(skeleton)
+    if numbers == list(range(len(numbers))):  # then spec.unflatten(numbers) is skeleton
+        if len(_SKELETONS) >= _SKELETONS_KEPT:
+            del _SKELETONS[next(iter(_SKELETONS))]
+        _SKELETONS[id(spec)] = (spec, skeleton, keys)
     return skeleton, [leaves[number] for number in numbers], spec
 
 
@@ -69,28 +87,33 @@ def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return internals.new_list(leaves)
 
 
-def _shared_entries() -> Callable[[Any], Any]:
-    """A key-path entry's variable, one per distinct entry: paths share them."""
-    made: dict[tuple[type, str], Any] = {}
-
-    def entry_variable(entry: Any) -> Any:
-        key = (type(entry), repr(entry))  # MappingKey(1) == MappingKey(True): repr tells
-        if key not in made:
-            made[key] = wrap_known(entry)
-        return made[key]
-
-    return entry_variable
-
-
 def _paths(skeleton: Any) -> list[Any]:
-    """Each leaf's key path, as a tuple variable of entry variables, in torch's order."""
+    """Each leaf's key path, as a tuple variable of entry variables, in torch's order: a
+    dict's keys as ``MappingKey``, a list's or tuple's indices as ``SequenceKey``, one
+    variable per distinct entry, shared by the paths."""
     import torch.utils._pytree as pytree
 
-    entry_variable = _shared_entries()
-    return [
-        internals.new_tuple([entry_variable(entry) for entry in path])
-        for path, _ in pytree.tree_flatten_with_path(skeleton)[0]
-    ]
+    made: dict[tuple[type, type, Any], Any] = {}  # MappingKey(1) != MappingKey(True) here
+    paths: list[Any] = []
+
+    def entry(cls: type, value: Any) -> Any:
+        key = (cls, type(value), value)
+        if key not in made:
+            made[key] = wrap_known(cls(value))
+        return made[key]
+
+    def walk(part: Any, path: tuple[Any, ...]) -> None:
+        if type(part) is int:
+            paths.append(internals.new_tuple(list(path)))
+        elif type(part) is dict:
+            for key, child in part.items():
+                walk(child, (*path, entry(pytree.MappingKey, key)))
+        else:
+            for index, child in enumerate(part):
+                walk(child, (*path, entry(pytree.SequenceKey, index)))
+
+    walk(skeleton, ())
+    return paths
 
 
 def _rows(bound: dict[str, Any], keys: dict[Any, Any]) -> tuple[Any, list[list[Any]]]:
@@ -129,7 +152,10 @@ def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     bound = _bound(_pytree("tree_map_with_path"), args, kwargs)
     func = _func(bound)
     skeleton, rows = _rows(bound, keys := {})
-    rows = [[path, *row] for path, row in zip(_paths(skeleton), rows)]
+    if reads_argument(func, 0, len(rows[0]) + 1 if rows else 1):
+        rows = [[path, *row] for path, row in zip(_paths(skeleton), rows)]
+    else:  # a key path func never reads: none made
+        rows = [[internals.constant(None), *row] for row in rows]
     return _variable(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 
@@ -216,11 +242,14 @@ def unflatten_known(spec: Any, leaves: Any) -> Any:
     """``spec.unflatten(leaves)`` for a spec of plain containers and a list or tuple of
     as many leaves; None for anything else (torch's own code then runs)."""
     k = internals.kinds()
-    if type(leaves) not in (k.List, k.Tuple) or not is_plain_spec(spec):
+    made = _SKELETONS.get(id(spec))
+    if type(leaves) not in (k.List, k.Tuple) or not (made or is_plain_spec(spec)):
         return None
     items = list(internals.read(leaves, "items"))
     if len(items) != spec.num_leaves:
         return None  # torch's own ValueError
+    if made and made[0] is spec:
+        return _variable(made[1], items, made[2])
     return _variable(spec.unflatten(range(len(items))), items)
 
 

@@ -89,7 +89,7 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
     anything but an exact list, tuple or dict, a tensor or a constant.
     """
     k = internals.kinds()
-    variable = internals.call(variable, "realize")
+    variable = internals.realized(variable)
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
         return (
@@ -101,11 +101,14 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
     if cls is k.Dict and internals.dict_class(variable) is dict:
         entries = []
         for key_variable, tracker, value in internals.dict_entries(variable):
-            if isinstance(value, k.Deleted) or not internals.call(
-                key_variable, "is_python_constant"
-            ):
+            if isinstance(value, k.Deleted):
                 raise Fallback
-            key = internals.call(key_variable, "as_python_constant")
+            if type(key_variable) is k.Constant:
+                key = internals.read(key_variable, "value")
+            elif internals.call(key_variable, "is_python_constant"):
+                key = internals.call(key_variable, "as_python_constant")
+            else:
+                raise Fallback
             if type(key) not in KEY_TYPES:
                 raise Fallback
             entries.append((key, tracker, key_variable, value))
@@ -280,6 +283,20 @@ def call_func(tx: Any, func: Any, args: list[Any]) -> Any:
     if body is None or len(args) != body[2]:
         return func.call_function(tx, args, {})
     return args[body[1]] if shared is None else shared
+
+
+def reads_argument(func: Any, index: int, count: int) -> bool:
+    """Whether ``func``, called with ``count`` arguments, may read argument ``index``: not
+    where it only returns another argument or a constant (see :func:`call_func`). What
+    it never reads (a path, an accessor) need not be made.
+
+    >>> reads_argument(None, 0, 2)  # not a function variable: it may read anything
+    True
+    """
+    body = internals.trivial_body_of(func)
+    if body is None or body[2] != count:
+        return True
+    return body[0] == "argument" and body[1] == index
 
 
 _SIGNATURES: dict[Any, inspect.Signature] = {}

@@ -1,5 +1,5 @@
-"""The seam holds: no module outside ``_dynamo/internals.py`` and ``_dynamo/patches.py``
-reads Dynamo, and no package module grows past 700 lines.
+"""The seam holds: no module outside ``_dynamo/internals.py``, ``_dynamo/making.py`` and
+``_dynamo/patches.py`` reads Dynamo, and no package module grows past 700 lines.
 
 A static check over the package's AST. What counts as reading Dynamo:
 
@@ -28,7 +28,7 @@ import pytest
 from dynamo_tree_compat._dynamo import internals
 
 PACKAGE = pathlib.Path(internals.__file__).resolve().parent.parent
-SEAM = {"_dynamo/internals.py", "_dynamo/patches.py"}
+SEAM = {"_dynamo/internals.py", "_dynamo/making.py", "_dynamo/patches.py"}
 MAX_LINES = 700
 DYNAMO_MODULES = ("torch._dynamo", "torch._logging", "torch._C._dynamo", "torch.compiler")
 #: Dynamo's types, as annotations name them.
