@@ -112,8 +112,9 @@ READS = frozenset(
 )
 
 
-def _get(owner: Any, name: str) -> Any:
-    return getattr(owner, name)
+#: What :func:`read` reads with: the builtin (a Python function here would cost a frame
+#: per read, thousands per fast-path call); fault injection puts a failing one here.
+_get: Callable[[Any, str], Any] = getattr
 
 
 def read(owner: Any, name: str, *default: Any) -> Any:

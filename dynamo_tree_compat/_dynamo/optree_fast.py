@@ -118,10 +118,23 @@ def _flat(
     return skeleton, [leaves[index] for index in order], spec
 
 
-def _paths(skeleton: Any, options: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _paths(skeleton: Any, options: dict[str, Any]) -> list[Any]:
+    """Each leaf's path, optree's own, as a tuple variable; one variable per distinct key
+    or index, shared by the paths."""
     import optree
 
-    return optree.tree_paths(skeleton, **options)
+    made: dict[tuple[type, Any], Any] = {}
+
+    def entry_variable(entry: Any) -> Any:
+        key = (type(entry), entry)
+        if key not in made:
+            made[key] = internals.constant(entry)
+        return made[key]
+
+    return [
+        internals.new_tuple(list(map(entry_variable, path)))
+        for path in optree.tree_paths(skeleton, **options)
+    ]
 
 
 def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -157,16 +170,7 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], before: str) -> 
         # A path or accessor func never reads: none made, one placeholder for all.
         columns.insert(0, [internals.constant(None)] * len(columns[0]))
     elif before == "paths":
-        made: dict[tuple[type, Any], Any] = {}  # one variable per key: paths share them
-
-        def entry_variable(entry: Any) -> Any:
-            key = (type(entry), entry)
-            if key not in made:
-                made[key] = internals.constant(entry)
-            return made[key]
-
-        paths = _paths(skeleton, options)
-        columns.insert(0, [internals.new_tuple(list(map(entry_variable, p))) for p in paths])
+        columns.insert(0, _paths(skeleton, options))
     elif before == "accessors":
         # The skeleton's containers are the tree's: so are its accessors. Each is built as
         # Dynamo builds any object only where func reads it.
@@ -186,7 +190,7 @@ def _tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -
         return wrap(tx, spec)
     flat = [internals.new_list(leaves), wrap(tx, spec)]
     if name == "tree_flatten_with_path":
-        flat.insert(0, wrap(tx, _paths(skeleton, options)))
+        flat.insert(0, internals.new_list(_paths(skeleton, options)))
     return internals.new_tuple(flat)
 
 
