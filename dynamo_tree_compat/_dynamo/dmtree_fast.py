@@ -26,6 +26,7 @@ from .reading import (
     Fallback,
     call_func,
     constant_or,
+    made_once,
     node,
     reads_argument,
     too_deep,
@@ -59,7 +60,7 @@ def _walk(
     """
     entries: list[Entry] = []
     leaves: list[list[Any]] = []
-    index_variables: dict[int, Any] = {}
+    index_variable = made_once(internals.constant)  # one per index, shared by the paths
     limit = dmtree.TRACED_MAX_DEPTH
     pending: list[tuple[list[Any], int, tuple[Any, ...]]] = [(roots, 1, ())]
     while pending:
@@ -98,18 +99,11 @@ def _walk(
             elif keys:
                 step = (*path, keys[index][2])
             else:
-                step = (*path, _index_variable(index_variables, index))
+                step = (*path, index_variable(index))
             pending.append(
                 ([children[index], *(other[3][index] for other in others)], depth + 1, step)
             )
     return entries, leaves
-
-
-def _index_variable(made: dict[int, Any], index: int) -> Any:
-    """The constant variable of a path's index, made once per call and shared."""
-    if index not in made:
-        made[index] = internals.constant(index)
-    return made[index]
 
 
 def _container(kind: int, first: Any, keys: Any, items: list[Any]) -> Any:
@@ -333,7 +327,7 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
     _walk([structure], seen=(seen := {}))
     top_down = bool(top_down)
     frames: list[list[Any]] = []  # [kind, container, keys, children, path, results]
-    index_variables: dict[int, Any] = {}
+    index_variable = made_once(internals.constant)  # one per index, shared by the paths
     pushed = object()
 
     reads_path = with_path and reads_argument(fn, 0, 2)
@@ -376,7 +370,7 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
             if keys:
                 key = keys[index][2]
             else:
-                key = _index_variable(index_variables, index)
+                key = index_variable(index)
             value = enter(children[index], (*path, key))
             continue
         frames.pop()

@@ -26,6 +26,7 @@ from .reading import (
     Fallback,
     bind,
     call_func,
+    made_once,
     node,
     reads_argument,
     tree_options,
@@ -123,14 +124,7 @@ def _paths(skeleton: Any, options: dict[str, Any]) -> list[Any]:
     or index, shared by the paths."""
     import optree
 
-    made: dict[tuple[type, Any], Any] = {}
-
-    def entry_variable(entry: Any) -> Any:
-        key = (type(entry), entry)
-        if key not in made:
-            made[key] = internals.constant(entry)
-        return made[key]
-
+    entry_variable = made_once(internals.constant)
     return [
         internals.new_tuple(list(map(entry_variable, path)))
         for path in optree.tree_paths(skeleton, **options)

@@ -22,6 +22,7 @@ from .reading import (
     call_func,
     constant_or,
     is_none,
+    made_once,
     reads_argument,
     unsupported,
 )
@@ -93,14 +94,8 @@ def _paths(skeleton: Any) -> list[Any]:
     variable per distinct entry, shared by the paths."""
     import torch.utils._pytree as pytree
 
-    made: dict[tuple[type, type, Any], Any] = {}  # MappingKey(1) != MappingKey(True) here
+    entry = made_once(lambda cls, value: wrap_known(cls(value)))  # MappingKey(1), (True): two
     paths: list[Any] = []
-
-    def entry(cls: type, value: Any) -> Any:
-        key = (cls, type(value), value)
-        if key not in made:
-            made[key] = wrap_known(cls(value))
-        return made[key]
 
     def walk(part: Any, path: tuple[Any, ...]) -> None:
         if type(part) is int:

@@ -285,6 +285,25 @@ def call_func(tx: Any, func: Any, args: list[Any]) -> Any:
     return args[body[1]] if shared is None else shared
 
 
+def made_once(make: Callable[..., Any]) -> Callable[..., Any]:
+    """``make(*values)``, made once per distinct values (of the same types: 1 is not
+    True) and shared: the variables of a path's keys and indices, which paths share.
+
+    >>> index = made_once(lambda i: [i])
+    >>> index(0) is index(0), index(1) == index(True), index(1) is index(True)
+    (True, True, False)
+    """
+    made: dict[tuple[tuple[type, Any], ...], Any] = {}
+
+    def once(*values: Any) -> Any:
+        key = tuple((type(value), value) for value in values)
+        if key not in made:
+            made[key] = make(*values)
+        return made[key]
+
+    return once
+
+
 def reads_argument(func: Any, index: int, count: int) -> bool:
     """Whether ``func``, called with ``count`` arguments, may read argument ``index``: not
     where it only returns another argument or a constant (see :func:`call_func`). What
