@@ -30,6 +30,7 @@ from .reading import (
     node,
     reads_argument,
     too_deep,
+    with_first,
 )
 
 __all__ = ["HANDLERS"]
@@ -220,12 +221,9 @@ def assert_same_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> A
 
 def _call_rows(tx: Any, func: Any, rows: list[list[Any]], paths: list[Any] | None) -> list[Any]:
     """``func`` on each row of values, after the path where there are paths."""
-    if paths is None:
-        return [call_func(tx, func, row) for row in rows]
-    if not reads_argument(func, 0, len(rows[0]) + 1 if rows else 1):
-        unread = internals.constant(None)  # a path the function never reads: none made
-        return [call_func(tx, func, [unread, *row]) for row in rows]
-    return [call_func(tx, func, [path, *row]) for path, row in zip(_path_tuples(paths), rows)]
+    if paths is not None:
+        rows = with_first(func, rows, lambda: _path_tuples(paths))
+    return [call_func(tx, func, row) for row in rows]
 
 
 def _map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:

@@ -28,8 +28,8 @@ from .reading import (
     call_func,
     made_once,
     node,
-    reads_argument,
     tree_options,
+    with_first,
 )
 
 __all__ = ["HANDLERS"]
@@ -160,18 +160,21 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], before: str) -> 
         if rest_spec != spec:  # a prefix or a mismatch: optree's own rules, untouched
             raise Fallback
         columns.append(rest_leaves)
-    if before and not reads_argument(func, 0, len(columns) + 1):
-        # A path or accessor func never reads: none made, one placeholder for all.
-        columns.insert(0, [internals.constant(None)] * len(columns[0]))
-    elif before == "paths":
-        columns.insert(0, _paths(skeleton, options))
+    rows = [list(row) for row in zip(*columns)]
+    if before == "paths":
+        rows = with_first(func, rows, lambda: _paths(skeleton, options))
     elif before == "accessors":
         # The skeleton's containers are the tree's: so are its accessors. Each is built as
         # Dynamo builds any object only where func reads it.
-        accessors = optree.tree_accessors(skeleton, **options)
-        columns.insert(0, internals.build_lazily(tx, "__dtc_accessors", accessors))
+        rows = with_first(
+            func,
+            rows,
+            lambda: internals.build_lazily(
+                tx, "__dtc_accessors", optree.tree_accessors(skeleton, **options)
+            ),
+        )
     # Everything is checked before the first call of func: from here on, no fallback.
-    results = [call_func(tx, func, list(row)) for row in zip(*columns)]
+    results = [call_func(tx, func, row) for row in rows]
     return _variable(spec.unflatten(range(len(results))), results, keys)
 
 

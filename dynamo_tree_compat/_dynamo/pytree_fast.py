@@ -23,8 +23,8 @@ from .reading import (
     constant_or,
     is_none,
     made_once,
-    reads_argument,
     unsupported,
+    with_first,
 )
 
 __all__ = ["HANDLERS"]
@@ -147,10 +147,7 @@ def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     bound = _bound(_pytree("tree_map_with_path"), args, kwargs)
     func = _func(bound)
     skeleton, rows = _rows(bound, keys := {})
-    if reads_argument(func, 0, len(rows[0]) + 1 if rows else 1):
-        rows = [[path, *row] for path, row in zip(_paths(skeleton), rows)]
-    else:  # a key path func never reads: none made
-        rows = [[internals.constant(None), *row] for row in rows]
+    rows = with_first(func, rows, lambda: _paths(skeleton))
     return _variable(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 

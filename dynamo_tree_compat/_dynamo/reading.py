@@ -318,6 +318,20 @@ def reads_argument(func: Any, index: int, count: int) -> bool:
     return body[0] == "argument" and body[1] == index
 
 
+def with_first(func: Any, rows: list[list[Any]], make: Callable[[], list[Any]]) -> list[list[Any]]:
+    """The arguments of ``func``'s calls, a row each, with a first one put before each row:
+    ``make()``'s (one per row: paths, accessors), or where ``func`` never reads it, one
+    placeholder for all, and nothing made.
+
+    >>> with_first(None, [], list)
+    []
+    """
+    if rows and not reads_argument(func, 0, len(rows[0]) + 1):
+        unread = internals.constant(None)
+        return [[unread, *row] for row in rows]
+    return [[first, *row] for first, row in zip(make(), rows)]
+
+
 _SIGNATURES: dict[Any, inspect.Signature] = {}
 
 
