@@ -56,7 +56,7 @@ integration-rllib: $(RLLIB_STAMP)
 	$(RLLIB_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_rllib.py
 
 ## The version matrix: one environment without dm-tree and optree, then with dm-tree only,
-## then with the oldest optree supported, where the optree suites run.
+## then with the oldest optree supported, where the optree suites run, then optree only.
 MATRIX_VENV ?= .venv-matrix
 MATRIX_TEST := $(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/matrix
 matrix:
@@ -71,6 +71,8 @@ matrix:
 	$(MATRIX_VENV)/bin/python -m pip install --quiet -c $(MATRIX_VENV)/constraints-oldest-optree.txt \
 		optree==0.13.0 attrs wrapt numpy
 	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/optree
+	$(MATRIX_VENV)/bin/python -m pip uninstall --quiet --yes dm-tree
+	DTC_MATRIX=1 DTC_MISSING=tree $(MATRIX_TEST)
 
 ## The torch matrix: every torch from 2.5 to 2.15, one environment at a time (each about
 ## 5 GB, built, tested, removed). TORCH="2.5.1 2.15.0" picks versions; VERSION@PYTHON

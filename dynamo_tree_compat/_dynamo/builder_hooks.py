@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import operator
+import sys
 from typing import Any
 
 from . import capabilities, internals, patches
@@ -34,15 +35,16 @@ def _lies_about_its_class(value: Any) -> bool:
 
 def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
     """This package's variable for ``value``, or None to leave it to Dynamo."""
-    import optree
-
+    # A spec exists only once optree is loaded: never import it here (it may not be
+    # installed, and a process that never used it should not pay for it).
+    spec_type = getattr(sys.modules.get("optree"), "PyTreeSpec", None)
     source, tx = internals.read(builder, "source"), internals.read(builder, "tx")
     if type(value) is operator.methodcaller and flag_is_on(flag_path):
         # optree's flatten function for @register_pytree_node_class classes.
         internals.guard_id(source)
         guard_flag(tx, flag_path)
         return method_caller_class()(value, source=source)
-    if type(value) is optree.PyTreeSpec:
+    if spec_type is not None and type(value) is spec_type:
         guard_flag(tx, flag_path)
         if flag_is_on(flag_path):
             internals.guard_type(source)

@@ -129,3 +129,11 @@ def test_explain_tells_the_truth_on_an_rllib_script(tmp_path: Path) -> None:
     hints = {row["location"].rpartition(":")[0]: row["hint"] for row in remaining}
     assert "__class__" in hints["ray/rllib/core/distribution/distribution.py"]
     assert "nullcontext" in hints["ray/rllib/utils/metrics/metrics_logger.py"]
+
+
+def test_silent_in_rllibs_environment() -> None:
+    """RLlib's install has dm-tree and no optree: the doctor's model and RLlib's pattern
+    compile with no warning and nothing stepped aside (each compile once warned here)."""
+    from tests.helpers.silence import assert_silent
+
+    assert assert_silent()["uses"] == ["dm-tree", "torch pytree"]
