@@ -1,8 +1,10 @@
-"""Makes dm-tree (``import tree``) traceable by TorchDynamo, with no graph breaks.
+"""Makes dm-tree (``import tree``), optree and torch's pytree traceable by TorchDynamo,
+with no graph breaks.
 
-Importing this package activates it, unless ``DYNAMO_TREE_COMPAT=0``: from then on,
-wherever ``torch.compile`` or ``torch.export`` traces a dm-tree call, it traces a
-pure-Python twin instead, while eager calls keep running dm-tree's C code.
+Importing this package activates it, unless ``DYNAMO_TREE_COMPAT=0`` (torch also
+autoloads it): from then on, wherever ``torch.compile`` or ``torch.export`` traces a call
+of one of these libraries, Dynamo traces this package's twin or fast path instead, while
+eager calls keep running the libraries' own code, untouched.
 
 >>> import dynamo_tree_compat
 >>> dynamo_tree_compat.status().mode

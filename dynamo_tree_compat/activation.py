@@ -24,9 +24,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from . import config
+from . import _dynamo, config
 from ._dynamo import runtime
-from ._dynamo.runtime import compile_lock
+from ._dynamo.seam.lock import DYNAMO_MODULE, compile_lock
 
 __all__ = [
     "ENV_SWITCH",
@@ -40,7 +40,6 @@ __all__ = [
 
 #: Set to ``0`` to turn off activation on import and through autoload.
 ENV_SWITCH = "DYNAMO_TREE_COMPAT"
-DYNAMO_MODULE = "torch._dynamo"
 #: The import names of the mirrored libraries.
 LIBRARY_MODULES = ("tree", "optree")
 
@@ -251,7 +250,8 @@ def _set_mode() -> None:
     # The flag the registered gates read and Dynamo guards on.
     on = _scopes[-1][1] if _scopes else _globally_enabled
     if on != config.twins_enabled:
-        runtime.forget_skips()  # a frame skipped in one mode is tried again in the other
+        if runtime.TRACED_CODE:  # a frame skipped in one mode is tried again in the other
+            _dynamo.forget_skips()
     config.twins_enabled = on
 
 

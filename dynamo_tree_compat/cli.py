@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import console
 from .explain import CHILD_FLAG, explain, run_child
 from .outcomes import Kind
 from .report import CoverageRow, Layer, coverage_rows
@@ -26,18 +27,6 @@ __all__ = ["main"]
 
 EXIT_OK = 0
 EXIT_BREAKS_REMAIN = 1
-
-
-def _progress(message: str) -> None:
-    print(f"... {message}", file=sys.stderr, flush=True)
-
-
-def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    cells = [[str(cell) for cell in row] for row in [header, *rows]]
-    widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in cells]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(line.rstrip() for line in lines)
 
 
 # --- The built-in model ------------------------------------------------------------------
@@ -169,7 +158,7 @@ def _run_model(mode: str, backend: str, steps: int) -> Run:
 
 def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> int:
     """Prints the report and runs the live check; returns the exit status."""
-    _progress("importing torch and Dynamo")
+    console.progress("importing torch and Dynamo")
     import dynamo_tree_compat
 
     from . import _dynamo
@@ -182,7 +171,7 @@ def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> i
     runs: list[Run] = []
     if uses:
         for mode in ("disabled", "enabled"):
-            _progress(f"compiling the built-in model with the package {mode} ({backend})")
+            console.progress(f"compiling the built-in model with the package {mode} ({backend})")
             runs.append(_run_model(mode, backend, steps))
     verdict, status = _verdict(uses, runs, report)
     if as_json:
@@ -209,7 +198,7 @@ def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> i
     if show_all:
         print()
         table = [(row.library, row.function, row.state) for row in rows]
-        print(_table(table, ["library", "function", "under torch.compile"]))
+        print(console.table(table, ["library", "function", "under torch.compile"]))
         for run in runs:
             for item, count in Counter(run.breaks).items():
                 print(f"  {count} x break ({run.mode}): {item}")
@@ -275,7 +264,7 @@ def _summary(
             for run in runs
         ]
         header = ["package", "graphs", "graph breaks", "compile s", "ms/step", "same as eager"]
-        lines.append(_table(table_rows, header))
+        lines.append(console.table(table_rows, header))
     lines += ["", verdict, "(--all: every function and every break; --json: all of it)"]
     return "\n".join(lines)
 

@@ -19,7 +19,15 @@ import tempfile
 import traceback
 from typing import Any
 
-__all__ = ["EXIT_PROGRAM_FAILED", "explain", "hint", "run_child"]
+from . import console
+
+__all__ = [
+    "CHILD_FLAG",
+    "EXIT_PROGRAM_FAILED",
+    "explain",
+    "hint",
+    "run_child",
+]
 
 EXIT_OK = 0
 EXIT_BREAKS_REMAIN = 1
@@ -235,10 +243,9 @@ def _render(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         )
         for row in rows
     ]
-    from .cli import _table
 
     header = ["where", "cause", "library", "without", "with", "this package"]
-    lines.append(_table(table, header))
+    lines.append(console.table(table, header))
     remaining = [row for row in rows if not row["removed"]]
     if remaining:
         lines += ["", "what you can do about the breaks that remain:"]
@@ -258,11 +265,10 @@ def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
     the package, else 0.
     """
     from ._dynamo.graph_breaks import TREE_LIBRARIES
-    from .cli import _progress
 
-    _progress(f"running {target} with the package disabled")
+    console.progress(f"running {target} with the package disabled")
     before = _run_program(kind, target, args, enabled=False)
-    _progress(f"running {target} with the package enabled")
+    console.progress(f"running {target} with the package enabled")
     after = _run_program(kind, target, args, enabled=True)
     rows = _rows(before, after)
     summary = {

@@ -141,9 +141,7 @@ def install(wait: bool = True) -> dict[str, Outcome]:
     False (the post-import hook: the compiling thread may wait for that very import).
     Returns what happened this time to each original it tried, by its import path.
     """
-    from .activation import DYNAMO_MODULE
-
-    if wait and _dynamo.half_imported(DYNAMO_MODULE):
+    if wait and _dynamo.half_imported(_dynamo.DYNAMO_MODULE):
         # Another thread is importing Dynamo: its modules are half made, and that thread's
         # post-import hook registers the twins once they are whole.
         return {}

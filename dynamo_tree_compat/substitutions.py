@@ -180,8 +180,8 @@ def _is_optree(module: Any) -> bool:
 
 
 #: torch's own pytree where Dynamo inlines it leaf by leaf: the maps before Dynamo's own
-#: fast path for each (torch 2.10 and 2.13), the other calls on every release (that fast
-#: path maps only).
+#: fast path for each (torch 2.10; 2.12 for the path map), the other calls on every
+#: release (that fast path maps only).
 TORCH_PYTREE: tuple[Substitution, ...] = (
     Substitution("torch pytree", "torch.utils._pytree", "tree_map", None, "tree_map_fast_path"),
     Substitution(

@@ -1,27 +1,23 @@
-"""Every private TorchDynamo access of the package, behind one seam.
+"""Every private TorchDynamo access of the package, behind one seam, in layers.
 
-The contract: the rest of the package uses only the names in ``__all__`` below, through
-this package (``from . import _dynamo``; ``_dynamo.route(...)``). Each loads its module
-on first use, so that ``import torch`` (autoload) loads only :mod:`.runtime`.
+The rest of the package uses only the names in ``__all__`` below, through this package
+(``from . import _dynamo``; ``_dynamo.route(...)``). Each loads its module on first use,
+so that ``import torch`` (autoload) loads only :mod:`.runtime` and :mod:`.seam.lock`.
 
-One module per concern:
+The layers, each importing only those before it (``tests/internals/test_layout.py``):
 
-- :mod:`.internals`: the seam. Every Dynamo class, attribute and function read,
-  looked up by what is present; :mod:`.patches`, its other half, every change made
-  to Dynamo. Supporting a new torch means editing these two alone.
-- :mod:`.capabilities`: what this Dynamo can do, asked by trying it.
-- :mod:`.runtime`: the compile lock, logging, counters (light: loads with autoload).
-- :mod:`.registration`: ``substitute_in_graph``, and routing originals to handlers.
-- :mod:`.guards`: what a traced graph guards on.
-- :mod:`.reading`: the shared helpers for reading structures from variables.
-- :mod:`.handlers`: the handler table, and the one guard every handler runs behind.
-- :mod:`.dmtree_fast`, :mod:`.optree_fast`: fast paths for common structures.
-- :mod:`.optree_reader`: structures read from variables as optree's C code sees them.
-- :mod:`.optree_spec`: optree's PyTreeSpec (and ``operator.methodcaller``) as variables.
-- :mod:`.optree_c`: optree's C functions, handled at the variable level.
-- :mod:`.builder_hooks`: hooks on Dynamo's variable builder and frame check.
-- :mod:`.probes`: tries each hook once, and turns off those that fail.
-- :mod:`.graph_breaks`: Dynamo's graph-break log, read.
+1. :mod:`.runtime`: logging, counters, the hooks turned off. Names nothing of Dynamo.
+2. :mod:`.seam`: the only folder that imports or names ``torch._dynamo`` or touches a
+   Dynamo object's attributes (reads, constructors, patches, capabilities, the lock, the
+   log format). Supporting a new torch means editing this folder alone.
+3. :mod:`.common`: what the libraries share: reading structures from variables, guards,
+   skeletons, constants held by the graph, trivial bodies.
+4. :mod:`.dmtree`, :mod:`.optree`, :mod:`.pytree`: one folder per mirrored library (its
+   fast path, readers, spec variables and probe). They never import each other.
+5. :mod:`.handlers`, :mod:`.builder_hooks`, :mod:`.probes`, :mod:`.graph_breaks`: what
+   joins the libraries: the handler table and its guard, the builder hooks, the probes,
+   Dynamo's graph-break records.
+6. :mod:`.registration`: ``substitute_in_graph``, and routing originals to handlers.
 """
 
 from __future__ import annotations
@@ -31,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULTDICT_LEFT_AS_DICT",
+    "DYNAMO_MODULE",
     "FAST_PATHS",
     "FAST_PATH_MAX_DEPTH",
     "HOOKS_OFF",
@@ -46,6 +43,7 @@ __all__ = [
     "compile_lock",
     "count_graphs",
     "counters",
+    "forget_skips",
     "give_mapping_proxies_a_type",
     "graph_break_function",
     "half_imported",
@@ -69,17 +67,19 @@ __all__ = [
 
 # name -> (module, attribute there)
 _CONTRACT: dict[str, tuple[str, str]] = {
-    "DEFAULTDICT_LEFT_AS_DICT": ("reading", "DEFAULTDICT_LEFT_AS_DICT"),
+    "DEFAULTDICT_LEFT_AS_DICT": ("common.reading", "DEFAULTDICT_LEFT_AS_DICT"),
     "FAST_PATHS": ("handlers", "FAST_PATHS"),
     "OPTREE_C_LAYER": ("handlers", "OPTREE_C_LAYER"),
-    "FAST_PATH_MAX_DEPTH": ("reading", "FAST_PATH_MAX_DEPTH"),
-    "OPTREE_MAX_DEPTH": ("reading", "OPTREE_MAX_DEPTH"),
+    "FAST_PATH_MAX_DEPTH": ("common.reading", "FAST_PATH_MAX_DEPTH"),
+    "OPTREE_MAX_DEPTH": ("common.reading", "OPTREE_MAX_DEPTH"),
     "HOOKS_OFF": ("runtime", "HOOKS_OFF"),
     "LOG": ("runtime", "LOG"),
     "STATS": ("runtime", "STATS"),
-    "compile_lock": ("runtime", "compile_lock"),
+    "DYNAMO_MODULE": ("seam.lock", "DYNAMO_MODULE"),
+    "compile_lock": ("seam.lock", "compile_lock"),
+    "forget_skips": ("seam.patches", "forget_skips"),
     "half_imported": ("runtime", "half_imported"),
-    "register_log_name": ("runtime", "register_log_name"),
+    "register_log_name": ("seam.lock", "register_log_name"),
     "SUBSTITUTE_UNAVAILABLE": ("registration", "SUBSTITUTE_UNAVAILABLE"),
     "route": ("registration", "route"),
     "routing_support": ("registration", "routing_support"),
@@ -93,17 +93,17 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "is_builder_hooked": ("builder_hooks", "is_hooked"),
     "probe": ("probes", "probe"),
     "layer_off": ("probes", "layer_off"),
-    "graph_break_function": ("patches", "graph_break_function"),
-    "lookup_backend": ("internals", "lookup_backend"),
-    "reset_compiled_code": ("internals", "reset_compiled_code"),
-    "give_mapping_proxies_a_type": ("patches", "give_mapping_proxies_a_type"),
+    "graph_break_function": ("seam.patches", "graph_break_function"),
+    "lookup_backend": ("seam.internals", "lookup_backend"),
+    "reset_compiled_code": ("seam.internals", "reset_compiled_code"),
+    "give_mapping_proxies_a_type": ("seam.patches", "give_mapping_proxies_a_type"),
     "GraphBreakRecorder": ("graph_breaks", "GraphBreakRecorder"),
-    "counters": ("internals", "counters"),
-    "count_graphs": ("patches", "count_graphs"),
-    "load": ("internals", "load"),
-    "capability": ("capabilities", "has"),
-    "capabilities_settled": ("capabilities", "settled"),
-    "before_each_frame": ("patches", "before_each_frame"),
+    "counters": ("seam.internals", "counters"),
+    "count_graphs": ("seam.patches", "count_graphs"),
+    "load": ("seam.internals", "load"),
+    "capability": ("seam.capabilities", "has"),
+    "capabilities_settled": ("seam.capabilities", "settled"),
+    "before_each_frame": ("seam.patches", "before_each_frame"),
 }
 
 

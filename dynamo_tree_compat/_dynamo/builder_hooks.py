@@ -14,11 +14,11 @@ import operator
 import sys
 from typing import Any
 
-from . import capabilities, internals, patches
-from .guards import flag_is_on, guard_flag, spec_text_source
-from .optree_spec import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
-from .reading import dynamo_own_errors, too_deep
+from .common.guards import flag_is_on, guard_flag, spec_text_source
+from .common.reading import dynamo_own_errors, too_deep
+from .optree.spec import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
 from .runtime import step_aside
+from .seam import capabilities, internals, patches
 
 __all__ = ["hook", "is_hooked", "unhook"]
 

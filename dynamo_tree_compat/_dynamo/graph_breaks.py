@@ -11,8 +11,8 @@ import os
 import re
 from collections.abc import Callable
 
-from . import internals, patches
-from .internals import GRAPH_BREAK_LOGGER
+from .seam import patches
+from .seam.log_format import GRAPH_BREAK_LOGGER, graph_break_report, read_graph_break
 
 __all__ = [
     "TREE_LIBRARIES",
@@ -187,7 +187,7 @@ def parse_graph_break(message: str) -> GraphBreak:
     >>> parse_graph_break("Graph break in user code at f.py:3\nReason: Unsupported: why").reason
     'why'
     """
-    location, reason, frames = internals.read_graph_break(message)
+    location, reason, frames = read_graph_break(message)
     return GraphBreak(location, reason, message, frames)
 
 
@@ -201,7 +201,7 @@ class GraphBreakRecorder(logging.Handler):
         self._undo: Callable[[], None] = lambda: None
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.breaks.append(parse_graph_break(internals.graph_break_report(record)))
+        self.breaks.append(parse_graph_break(graph_break_report(record)))
 
     def __enter__(self) -> GraphBreakRecorder:
         logger = logging.getLogger(GRAPH_BREAK_LOGGER)

@@ -14,15 +14,26 @@ to the twin or to torch's own handling.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 from .. import config
-from . import dmtree_fast, internals, optree_c, optree_fast, probes, pytree_fast
-from .guards import flag_is_on
-from .reading import Cycle, Fallback, cycle_break, dynamo_own_errors, stepped_aside_break, too_deep
+from . import probes
+from .common.guards import flag_is_on
+from .common.reading import (
+    Cycle,
+    Fallback,
+    cycle_break,
+    dynamo_own_errors,
+    stepped_aside_break,
+    too_deep,
+)
+from .dmtree import fast as dmtree_fast
+from .optree import c_layer as optree_c
+from .optree import fast as optree_fast
+from .pytree import fast as pytree_fast
 from .runtime import STATS, step_aside
+from .seam import internals, variables
 
 __all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
 
@@ -88,44 +99,38 @@ def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
     return result
 
 
-@functools.cache
+def _route(variable: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The result of a registered original's call, by this package's handler or by the
+    way it names (optree's Python code over the C layer, or torch's way); None for
+    Dynamo's own handling."""
+    try:
+        fn = internals.read(variable, "fn")
+        entry = HANDLED.get(id(fn))
+    except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
+        step_aside("the handled function variable", error)
+        entry = None
+    if not entry or entry[0] is not fn:
+        return None
+    _, name, flag_path, torch_way, our_way = entry
+    flag_on = flag_is_on(flag_path)
+    handler = _handler(name) if flag_on else None
+    if handler is not None:
+        result = _run(handler, name, tx, args, kwargs)
+        if result is not None:
+            return result
+    way = our_way if flag_on and our_way is not None else torch_way
+    if way is None:
+        return None
+    try:  # optree's own Python code over our C layer, or torch's way
+        traced_way = internals.function_caller(way)
+    except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
+        step_aside(f"the way of {name}", error)
+        return None
+    return traced_way(tx, args, kwargs)
+
+
 def handled_variable_class() -> type:
-    """A PolyfilledFunctionVariable that tries this package's handler first.
-
-    Raises :class:`~.internals.Missing` where Dynamo has no such class to build on.
-    """
-    kinds = internals.kinds()
-    base = kinds.Polyfilled
-    if not callable(getattr(base, "call_function", None)):
-        raise internals.Missing("PolyfilledFunctionVariable.call_function")
-
-    class HandledFunctionVariable(base):  # type: ignore[misc, valid-type]
-        """A registered original whose calls this package handles at the variable level."""
-
-        def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
-            try:
-                fn = internals.read(self, "fn")
-                entry = HANDLED.get(id(fn))
-            except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
-                step_aside("the handled function variable", error)
-                entry = None
-            if not entry or entry[0] is not fn:
-                return super().call_function(tx, args, kwargs)
-            _, name, flag_path, torch_way, our_way = entry
-            flag_on = flag_is_on(flag_path)
-            handler = _handler(name) if flag_on else None
-            if handler is not None:
-                result = _run(handler, name, tx, args, kwargs)
-                if result is not None:
-                    return result
-            way = our_way if flag_on and our_way is not None else torch_way
-            if way is not None:  # optree's own Python code over our C layer, or torch's way
-                try:
-                    traced_way = internals.read(kinds.Function(way), "call_function")
-                except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
-                    step_aside(f"the way of {name}", error)
-                else:
-                    return traced_way(tx, args, kwargs)
-            return super().call_function(tx, args, kwargs)
-
-    return HandledFunctionVariable
+    """The function variable of a registered original, which tries this package's
+    handler first. Raises :class:`~.seam.internals.Missing` where Dynamo has no class to
+    build on."""
+    return variables.handled_function_class(_route)

@@ -12,8 +12,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from . import internals
+from .dmtree import probe as dmtree_probe
+from .optree import probe as optree_probe
+from .pytree import probe as pytree_probe
 from .runtime import HOOKS_OFF, turn_off
+from .seam import internals
 
 __all__ = [
     "BUILDER_HOOKS",
@@ -36,78 +39,16 @@ BUILDER_HOOKS = "builder hooks"
 _probed: set[str] = set()
 
 
-def _tiny() -> object:
-    """``[1, (2.0, [3])]`` as Dynamo's variables, made outside a trace (a dict variable
-    needs a trace: the guard in :mod:`.handlers` covers dicts)."""
-    inner = internals.new_tuple(
-        [internals.constant(2.0), internals.new_list([internals.constant(3)])]
-    )
-    return internals.new_list([internals.constant(1), inner])
-
-
-def _dmtree_fast_path() -> None:
-    from .dmtree_fast import _rebuild, _walk
-
-    structure = _tiny()
-    skeleton, leaves = _walk([structure, structure], [])
-    if len(leaves) != 3 or type(_rebuild(skeleton, [leaf[0] for leaf in leaves])) is not type(
-        structure
-    ):
-        raise AssertionError("the dm-tree fast path read the probe structure wrongly")
-
-
-def _optree_fast_path() -> None:
-    import optree
-
-    from .optree_fast import _skeleton, _variable
-
-    leaves: list[object] = []
-    skeleton = _skeleton(_tiny(), False, leaves, [])
-    order, spec = optree.tree_flatten(skeleton)
-    if order != [0, 1, 2] or spec.num_leaves != 3:
-        raise AssertionError("the optree fast path read the probe structure wrongly")
-    _variable(spec.unflatten(range(3)), leaves)
-
-
-def _torch_pytree_fast_path() -> None:
-    import torch.utils._pytree as pytree
-
-    from .pytree_fast import _flat
-    from .pytree_spec import known_spec, wrap_known
-
-    structure = internals.new_list([internals.constant(None), _tiny()])
-    skeleton, leaves, spec = _flat(structure)
-    expected = pytree.tree_structure([None, [1, (2.0, [3])]])
-    if skeleton != [0, [1, (2, [3])]] or len(leaves) != 4 or spec != expected:
-        raise AssertionError("the torch pytree fast path read the probe structure wrongly")
-    if known_spec(wrap_known(spec)) is not spec:
-        raise AssertionError("the torch pytree fast path's spec variable lost its spec")
-
-
-def _optree_c_layer() -> None:
-    import optree
-
-    from .optree_reader import Reader
-    from .optree_spec import method_caller_class, spec_variable_class
-
-    spec_variable_class()(optree.tree_structure([1]))
-    method_caller_class()
-    reader = Reader(None, None, False, "", "probe")
-    kind = reader.classify(internals.new_list([internals.constant(1)]))[0]
-    if kind != optree.PyTreeKind.LIST:
-        raise AssertionError(f"optree's C layer classified a list as {kind}")
-
-
 def _builder_hooks() -> None:
     internals.builder_wrap()
     internals.sources()
 
 
 _PROBES: dict[str, tuple[str, Callable[[], None]]] = {
-    DMTREE_FAST_PATH: ("tree", _dmtree_fast_path),
-    OPTREE_FAST_PATH: ("optree", _optree_fast_path),
-    OPTREE_C_LAYER: ("optree", _optree_c_layer),
-    TORCH_PYTREE_FAST_PATH: ("torch.utils._pytree", _torch_pytree_fast_path),
+    DMTREE_FAST_PATH: ("tree", dmtree_probe.fast_path),
+    OPTREE_FAST_PATH: ("optree", optree_probe.fast_path),
+    OPTREE_C_LAYER: ("optree", optree_probe.c_layer),
+    TORCH_PYTREE_FAST_PATH: ("torch.utils._pytree", pytree_probe.fast_path),
     BUILDER_HOOKS: ("torch.utils._pytree", _builder_hooks),  # loaded with torch
 }
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import internals, patches
-from .guards import guard_flag
+from .common.guards import guard_flag
+from .common.reading import dynamo_own_errors
 from .handlers import FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
-from .reading import dynamo_own_errors
 from .runtime import LOG, step_aside, traced
+from .seam import internals, patches
 
 __all__ = [
     "SUBSTITUTE_UNAVAILABLE",

@@ -1,27 +1,22 @@
-"""The compile lock, logging and counters: all that loads with ``import torch``.
+"""Logging, counters and the hooks turned off: the bottom layer, loaded with ``import torch``.
 
-This module stays light (no torch import at load time): torch's autoload entry point
-imports it for :func:`compile_lock` and :func:`register_log_name`.
+This module stays light (no torch import at load time) and names nothing of Dynamo:
+torch's autoload entry point loads it, with :mod:`.seam.lock`.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import sys
-import threading
-from collections.abc import Iterator
 
 __all__ = [
     "HOOKS_OFF",
     "LOG",
     "LOG_NAME",
     "STATS",
-    "compile_lock",
-    "forget_skips",
+    "TRACED_CODE",
     "half_imported",
-    "register_log_name",
     "step_aside",
     "traced",
     "turn_off",
@@ -57,7 +52,6 @@ HOOKS_OFF: dict[str, str] = {}
 TRACED_CODE: dict[int, object] = {}
 _MAX_TRACED_CODE = 10_000
 
-_REENTRANT_LOCK = type(threading.RLock())
 _logged: set[str] = set()
 
 
@@ -96,58 +90,3 @@ def traced(code: object) -> None:
     """Remembers a code object that Dynamo traced through a registered original."""
     if len(TRACED_CODE) < _MAX_TRACED_CODE:
         TRACED_CODE[id(code)] = code
-
-
-def forget_skips() -> None:
-    """On a change of mode: lets Dynamo consider again the code it traced in the mode
-    that ends, so that a skip it decided then does not outlive that mode. Never raises.
-    """
-    if not TRACED_CODE:
-        return
-    codes = list(TRACED_CODE.values())
-    TRACED_CODE.clear()
-    try:
-        from . import patches
-
-        for code in codes:
-            patches.unskip_code(code)
-    except Exception as error:  # noqa: BLE001 - runs inside the user's `with` statement
-        step_aside("forgetting skipped frames", error)
-
-
-@contextlib.contextmanager
-def compile_lock(wait: bool = True) -> Iterator[bool]:
-    """Holds Dynamo's compile lock, if Dynamo is loaded: no frame is mid-compile inside.
-
-    Dynamo compiles one frame at a time under this lock, and checks a frame's guards
-    before it lets go. Changing the mode or the registrations under it means no compile
-    ever sees half a change. With ``wait=False`` it goes on without the lock when another
-    thread holds it. Yields whether the lock is held.
-
-    >>> import torch._dynamo
-    >>> with compile_lock() as held, compile_lock(wait=False) as again:  # reentrant
-    ...     held, again
-    (True, True)
-    """
-    module = sys.modules.get("torch._dynamo.convert_frame")
-    lock = getattr(module, "compile_lock", None)
-    if not isinstance(lock, _REENTRANT_LOCK):  # a plain Lock would deadlock when nested
-        yield False
-        return
-    held = lock.acquire(blocking=wait)
-    try:
-        yield held
-    finally:
-        if held:
-            lock.release()
-
-
-def register_log_name() -> bool:
-    """Registers ``TORCH_LOGS=+dynamo_tree_compat``; torch parses TORCH_LOGS after autoload."""
-    try:
-        from torch._logging._internal import log_registry, register_log
-    except ImportError:
-        return False
-    if LOG_NAME not in log_registry.log_alias_to_log_qnames:
-        register_log(LOG_NAME, [LOG_NAME])
-    return True

@@ -7,6 +7,22 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, Union
 
+__all__ = [
+    "CHECK_TYPES_DEPRECATED",
+    "KEY_NOT_FOUND_IN_INPUT_TREES",
+    "MAPPING_CHANGED",
+    "MAP_TO_NONE",
+    "MAX_DEPTH",
+    "NESTING_TOO_DEEP",
+    "SET_WARNING",
+    "SORTABLE_KEYS_ERROR",
+    "TRACED_MAX_DEPTH",
+    "ObjectProxy",
+    "Path",
+    "Structure",
+    "StructureKV",
+]
+
 try:
     from wrapt import ObjectProxy
 except ImportError:  # pragma: no cover - wrapt comes with dm-tree

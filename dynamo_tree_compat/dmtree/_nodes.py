@@ -28,6 +28,10 @@ from ._base import (
     _values,
 )
 
+__all__ = [
+    "is_nested",
+]
+
 _set_warning_issued = False
 
 

@@ -280,6 +280,8 @@ def test_autoload_loads_only_the_small_modules_and_reports_its_cost() -> None:
             "dynamo_tree_compat",
             "dynamo_tree_compat._dynamo",
             "dynamo_tree_compat._dynamo.runtime",
+            "dynamo_tree_compat._dynamo.seam",
+            "dynamo_tree_compat._dynamo.seam.lock",
             "dynamo_tree_compat.activation",
             "dynamo_tree_compat.autoload",
             "dynamo_tree_compat.config",

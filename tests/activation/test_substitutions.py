@@ -10,7 +10,7 @@ import torch
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, installer, substitutions
-from dynamo_tree_compat._dynamo import internals
+from dynamo_tree_compat._dynamo.seam import internals
 from dynamo_tree_compat.outcomes import Kind
 from tests.helpers.fresh import run_fresh
 

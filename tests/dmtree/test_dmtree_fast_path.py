@@ -17,7 +17,7 @@ import torch
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, config
-from dynamo_tree_compat._dynamo import handlers, internals
+from dynamo_tree_compat._dynamo.seam import internals, variables
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.dynamo_support import needs_dynamo, new_defaultdict
 from tests.helpers.structures import assert_identical, deep_recursion, outcome
@@ -266,7 +266,7 @@ def test_moved_dynamo_classes_mean_no_fast_path(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(internals, "kinds", moved)
     with pytest.raises(internals.Missing):
-        handlers.handled_variable_class.__wrapped__()
+        variables.handled_function_class.__wrapped__(lambda *_: None)
 
 
 def _nest(x: torch.Tensor, depth: int) -> Any:

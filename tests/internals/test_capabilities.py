@@ -14,7 +14,7 @@ import json
 import pytest
 import torch
 
-from dynamo_tree_compat._dynamo import capabilities
+from dynamo_tree_compat._dynamo.seam import capabilities
 from tests.helpers.dynamo_support import FEATURES, TORCH, dynamo_traces
 from tests.helpers.fresh import run_fresh
 
@@ -100,7 +100,7 @@ def test_a_capability_is_asked_once() -> None:
 
 
 def test_a_trial_leaves_dynamo_s_counters_as_they_were() -> None:
-    from dynamo_tree_compat._dynamo import internals
+    from dynamo_tree_compat._dynamo.seam import internals
 
     counters = internals.counters()
     before = {kind: dict(events) for kind, events in counters.items()}
@@ -130,7 +130,7 @@ def test_a_first_compile_that_imports_dynamo_still_gets_true_answers() -> None:
             made["a"], made["b"] = x, [x + 1]
             return tree.map_structure(lambda t: t * 2, made)
         out = torch.compile(step, backend=counting)(torch.ones(2))
-        from dynamo_tree_compat._dynamo import capabilities
+        from dynamo_tree_compat._dynamo.seam import capabilities
         print(json.dumps([type(out).__name__, len(graphs), capabilities._ANSWERS]))
         """,
         DYNAMO_TREE_COMPAT_ANY_TORCH="1",

@@ -1,7 +1,7 @@
 """Fault injection: every Dynamo access of the package fails, one at a time, and traced
 programs still give eager's results, never an InternalTorchDynamoError.
 
-Every private Dynamo access goes through ``_dynamo.internals`` (the seam), so breaking
+Every private Dynamo access goes through ``_dynamo/seam/``, so breaking
 each of its functions in turn stands for each Dynamo class or attribute being renamed
 or removed in a future torch. Faults while tracing make the call step aside to the twin
 or to torch's own handling; faults while registering leave the library to torch.
@@ -21,7 +21,7 @@ import torch
 import tree
 
 from dynamo_tree_compat import _dynamo, installer
-from dynamo_tree_compat._dynamo import capabilities, internals, making, patches
+from dynamo_tree_compat._dynamo.seam import capabilities, internals, making, patches
 from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import assert_identical
 
@@ -35,14 +35,15 @@ NOT_READ_WHILE_TRACING = {"lookup_backend", "reset_compiled_code", "counters", "
 # met: every call goes torch's way,
 # torch's own mistakes included.
 ALL_TO_TORCH = {"fn", "read", "call", "set_class"}
-#: Every function of the seam's two halves, listed from the seam itself (``making``'s
-#: under the names internals exports them by, which the package calls).
+_SEAM_MODULES = {"internals": internals, "making": making, "patches": patches}
+#: Every function of the seam's reads, constructors and patches, listed from the seam
+#: itself, under the names the package calls them by.
 SEAM = sorted(
-    (module.__name__.rpartition(".")[2], name)
-    for module in (internals, patches)
+    (short, name)
+    for short, module in _SEAM_MODULES.items()
     for name, value in vars(module).items()
     if inspect.isfunction(value)
-    and value.__module__ in (module.__name__, making.__name__)
+    and value.__module__ == module.__name__
     and not name.startswith("_")
     and name not in NOT_READ_WHILE_TRACING
 )
@@ -152,9 +153,6 @@ def test_a_capability_that_cannot_be_asked_keeps_its_workaround(
     monkeypatch.setitem(capabilities._QUESTIONS, name, (_broken(name), compiles))
     monkeypatch.setattr(capabilities, "_ANSWERS", {})
     assert capabilities.has(name) is capabilities.SAFE[name]
-
-
-_SEAM_MODULES = {"internals": internals, "patches": patches}
 
 
 @pytest.mark.parametrize(("module", "name"), SEAM)

@@ -17,7 +17,7 @@ import torch
 import torch.utils._pytree as pytree
 import tree
 
-from dynamo_tree_compat._dynamo import internals, making
+from dynamo_tree_compat._dynamo.seam import internals, making
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import assert_identical
@@ -45,7 +45,7 @@ MADE: dict[str, Callable[[Any], Any]] = {
 
 @pytest.mark.parametrize("kind", sorted(MADE))
 def test_a_made_container_is_what_the_constructor_gives(kind: str) -> None:
-    items: Any = {} if kind == "dict" else [internals.constant(1), internals.constant("a")]
+    items: Any = {} if kind == "dict" else [making.constant(1), making.constant("a")]
     made, again, expected = MADE[kind](items), MADE[kind](items), _constructed(kind, items)
     assert type(made) is type(expected)
     assert vars(made).keys() == vars(expected).keys()

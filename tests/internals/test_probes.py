@@ -8,7 +8,8 @@ import torch.utils._pytree as pytree
 import tree
 
 import dynamo_tree_compat
-from dynamo_tree_compat._dynamo import internals, probes, runtime
+from dynamo_tree_compat._dynamo import probes, runtime
+from dynamo_tree_compat._dynamo.seam import making
 from tests.helpers.structures import assert_identical
 
 
@@ -21,14 +22,14 @@ def _break_dm_tree_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     def moved(items: list[object]) -> object:
         raise TypeError("ListVariable() got an unexpected keyword argument")
 
-    monkeypatch.setattr(internals, "new_list", moved)
+    monkeypatch.setattr(making, "new_list", moved)
 
 
 def _break_torch_pytree_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynamo_tree_compat._dynamo import pytree_fast
+    from dynamo_tree_compat._dynamo.pytree import probe as pytree_probe
 
     # A spec of the wrong shape
-    monkeypatch.setattr(pytree_fast, "_flat", lambda variable: ([0], [], pytree.tree_structure(0)))
+    monkeypatch.setattr(pytree_probe, "_flat", lambda variable: ([0], [], pytree.tree_structure(0)))
 
 
 #: hook -> (how its probe is made to fail, the library's flatten, its originals' prefix)

@@ -1,20 +1,20 @@
-"""The seam holds: no module outside ``_dynamo/internals.py``, ``_dynamo/making.py`` and
-``_dynamo/patches.py`` reads Dynamo, and no package module grows past 700 lines.
+"""The seam holds: outside ``_dynamo/seam/`` no module imports or names Dynamo, or touches
+an attribute of Dynamo's objects; no package module grows past 700 lines.
 
-A static check over the package's AST. What counts as reading Dynamo:
+A static check over the package's AST, by structure rather than by the names this package
+happens to give things. Outside the seam, each of these is a finding:
 
-- importing, or naming as a string, a module of ``torch._dynamo``, ``torch._logging``,
-  ``torch._C._dynamo`` or ``torch.compiler`` (imports under ``if TYPE_CHECKING:`` run
-  never, and are allowed: they type Dynamo's objects);
-- an attribute chain through those modules (``torch._dynamo.reset``);
-- an attribute of a Dynamo object, read, written or deleted, directly or through
-  ``getattr``/``hasattr``/``setattr``/``delattr``: a Dynamo object is a parameter
-  annotated with one of Dynamo's types (``tx: InstructionTranslator``), or a name the
-  package keeps for Dynamo's objects (:data:`DYNAMO_NAMES`), alone, as an attribute
-  (``self.tx``) or indexed (``args[0]``).
+- an import of ``torch._dynamo``, ``torch._logging``, ``torch._C._dynamo`` or
+  ``torch.compiler`` in any form (``import``, ``from``, ``from torch import _dynamo``), a
+  string that names one, an attribute chain through one (``torch._dynamo.reset``), or a
+  ``getattr`` of ``_dynamo``; imports under ``if TYPE_CHECKING:`` never run, and type;
+- ``importlib.import_module`` or ``__import__`` of a name computed at run time;
+- an attribute, ``getattr``, ``hasattr``, ``setattr`` or ``delattr`` of a name in
+  :data:`seam.DYNAMO_NAMES`, whatever the receiver is called (the seam's own modules, as
+  receivers, are its interface), or a reflective access of a private name.
 
-The seam's own exceptions are listed, with their reasons, in ``internals.EXCEPTIONS``;
-each must appear in its docstring too.
+The exceptions are exact ``(module, name)`` pairs, each with its reason, in
+:data:`seam.EXCEPTIONS`.
 """
 
 from __future__ import annotations
@@ -22,48 +22,30 @@ from __future__ import annotations
 import ast
 import pathlib
 import textwrap
+from typing import NamedTuple
 
 import pytest
 
-from dynamo_tree_compat._dynamo import internals
+from dynamo_tree_compat._dynamo import seam
 
-PACKAGE = pathlib.Path(internals.__file__).resolve().parent.parent
-SEAM = {"_dynamo/internals.py", "_dynamo/making.py", "_dynamo/patches.py"}
+PACKAGE = pathlib.Path(seam.__file__).resolve().parent.parent.parent
+SEAM = "_dynamo/seam/"
 MAX_LINES = 700
 DYNAMO_MODULES = ("torch._dynamo", "torch._logging", "torch._C._dynamo", "torch.compiler")
-#: Dynamo's types, as annotations name them.
-DYNAMO_TYPES = frozenset(
-    {
-        "VariableTracker",
-        "InstructionTranslator",
-        "InstructionTranslatorBase",
-        "VariableBuilder",
-        "PyCodegen",
-        "Source",
-    }
-)
-#: The names this package gives Dynamo's objects: its translator, builder, code
-#: generator, sources and variables.
-DYNAMO_NAMES = frozenset(
-    {
-        "tx",
-        "builder",
-        "codegen",
-        "source",
-        "variable",
-        "key_variable",
-        "said",
-        "held",
-        "listed",
-        "callee",
-        "args",
-    }
-)
-_ACCESSORS = frozenset({"getattr", "hasattr", "setattr", "delattr", "vars"})
+_TORCH_PRIVATE = frozenset(name.split(".", 1)[1] for name in DYNAMO_MODULES)
+_ACCESSORS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
+_IMPORTERS = frozenset({"importlib.import_module", "import_module", "__import__"})
 
 
-def _modules() -> list[tuple[str, pathlib.Path]]:
-    return sorted((path.relative_to(PACKAGE).as_posix(), path) for path in PACKAGE.rglob("*.py"))
+class Finding(NamedTuple):
+    """One use of Dynamo outside the seam: where, and the name it uses."""
+
+    line: int
+    name: str
+
+
+def _modules() -> list[str]:
+    return sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py"))
 
 
 def _dynamo_module(text: str) -> bool:
@@ -81,36 +63,19 @@ def _chain(node: ast.AST) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
-def _annotation_names(annotation: ast.AST | None) -> set[str]:
-    if annotation is None:
-        return set()
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        try:
-            annotation = ast.parse(annotation.value, mode="eval")
-        except SyntaxError:
-            return set()
-    return {
-        node.id if isinstance(node, ast.Name) else node.attr
-        for node in ast.walk(annotation)
-        if isinstance(node, (ast.Name, ast.Attribute))
-    }
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
-class _Reader(ast.NodeVisitor):
-    """Collects ``(line, what)`` for each Dynamo read of one module."""
+class _Checker(ast.NodeVisitor):
+    """Collects the findings of one module."""
 
     def __init__(self) -> None:
-        self.found: list[tuple[int, str]] = []
-        self.typed: list[set[str]] = [set()]
+        self.found: list[Finding] = []
+        self.seam_modules: set[str] = set()  # names bound to the seam's modules here
 
-    def _is_dynamo_object(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.Subscript):
-            node = node.value
-        if isinstance(node, ast.Name):
-            return node.id in DYNAMO_NAMES or node.id in self.typed[-1]
-        if isinstance(node, ast.Attribute):
-            return node.attr in DYNAMO_NAMES and isinstance(node.value, ast.Name)
-        return False
+    def _add(self, node: ast.AST, name: str) -> None:
+        self.found.append(Finding(getattr(node, "lineno", 0), name))
 
     def visit_If(self, node: ast.If) -> None:
         if _chain(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
@@ -119,117 +84,181 @@ class _Reader(ast.NodeVisitor):
             return
         self.generic_visit(node)
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
-        arguments = node.args
-        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-        every += [arg for arg in (arguments.vararg, arguments.kwarg) if arg is not None]
-        typed = {arg.arg for arg in every if _annotation_names(arg.annotation) & DYNAMO_TYPES}
-        self.typed.append(self.typed[-1] | typed)
-        self.generic_visit(node)
-        self.typed.pop()
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
-
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if _dynamo_module(alias.name):
-                self.found.append((node.lineno, f"import {alias.name}"))
+                self._add(node, alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
-        names = [f"{module}.{alias.name}" for alias in node.names]
-        if node.level == 0 and (_dynamo_module(module) or any(map(_dynamo_module, names))):
-            self.found.append((node.lineno, f"from {module} import ..."))
+        if (node.level and module.rpartition(".")[2] == "seam") or module.endswith(".seam"):
+            self.seam_modules.update(alias.asname or alias.name for alias in node.names)
+        if node.level:
+            return
+        for alias in node.names:
+            if _dynamo_module(module) or _dynamo_module(f"{module}.{alias.name}"):
+                self._add(node, f"{module}.{alias.name}")
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and _dynamo_module(node.value):
-            self.found.append((node.lineno, f"the module name {node.value!r}"))
+            self._add(node, node.value)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         chain = _chain(node)
         if chain is not None and _dynamo_module(chain):
-            self.found.append((node.lineno, chain))
-            return  # the chain's inner attributes are the same read
-        if self._is_dynamo_object(node.value):
-            self.found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
+            self._add(node, chain)
+            return  # the chain's inner attributes are the same use
+        receiver = node.value
+        ours = isinstance(receiver, ast.Name) and receiver.id in self.seam_modules
+        if node.attr in seam.DYNAMO_NAMES and not ours:
+            self._add(node, node.attr)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if (
-            isinstance(node.func, ast.Name)
-            and node.func.id in _ACCESSORS
-            and node.args
-            and self._is_dynamo_object(node.args[0])
+        callee = _chain(node.func) or ""
+        first = node.args[0] if node.args else None
+        if callee in _IMPORTERS and not (
+            isinstance(first, ast.Constant) and isinstance(first.value, str)
         ):
-            self.found.append((node.lineno, ast.unparse(node)[:60]))
+            self._add(node, callee)
+        if callee in _ACCESSORS and len(node.args) > 1:
+            name = node.args[1]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                text = name.value
+                if text in seam.DYNAMO_NAMES or _private(text) or text in _TORCH_PRIVATE:
+                    self._add(node, f"{callee}:{text}")
         self.generic_visit(node)
 
 
-def dynamo_reads(source: str) -> list[tuple[int, str]]:
-    """Every Dynamo read of a module's source, as ``(line, what)``.
+def findings(source: str) -> list[Finding]:
+    """Every use of Dynamo in a module's source, outside the seam's rules.
 
-    >>> dynamo_reads("def f(builder):\\n    return builder.source\\n")
-    [(2, 'builder.source')]
-    >>> dynamo_reads("from typing import TYPE_CHECKING\\nif TYPE_CHECKING:\\n"
-    ...              "    from torch._dynamo.variables import VariableTracker\\n")
+    >>> findings("def f(anything):\\n    return anything.python_type()\\n")
+    [Finding(line=2, name='python_type')]
+    >>> findings("from typing import TYPE_CHECKING\\nif TYPE_CHECKING:\\n"
+    ...          "    from torch._dynamo.variables import VariableTracker\\n")
     []
     """
-    reader = _Reader()
-    reader.visit(ast.parse(source))
-    return reader.found
+    checker = _Checker()
+    checker.visit(ast.parse(source))
+    return checker.found
 
 
-def _allowed(module: str, what: str) -> bool:
-    return any(
-        module == allowed_module and allowed in what
-        for (allowed_module, allowed) in internals.EXCEPTIONS
-    )
-
-
-@pytest.mark.parametrize("module", [name for name, _ in _modules() if name not in SEAM])
-def test_no_module_outside_the_seam_reads_dynamo(module: str) -> None:
-    source = (PACKAGE / module).read_text()
-    reads = [
-        f"{module}:{line}: {what}"
-        for line, what in dynamo_reads(source)
-        if not _allowed(module, what)
+def violations(module: str, source: str) -> list[str]:
+    """The findings that :data:`seam.EXCEPTIONS` does not allow, as text."""
+    return [
+        f"{module}:{found.line}: {found.name}"
+        for found in findings(source)
+        if (module, found.name) not in seam.EXCEPTIONS
     ]
-    assert not reads, "Dynamo read outside the seam:\n" + "\n".join(reads)
 
 
-def test_the_check_finds_a_read_that_bypasses_the_seam() -> None:
-    """The check fails on each kind of read a module could slip in."""
-    slipped = textwrap.dedent(
-        """
+@pytest.mark.parametrize("module", [name for name in _modules() if not name.startswith(SEAM)])
+def test_no_module_outside_the_seam_uses_dynamo(module: str) -> None:
+    found = violations(module, (PACKAGE / module).read_text())
+    assert not found, "Dynamo used outside the seam:\n" + "\n".join(found)
+
+
+#: Each kind of bypass, under names that appear nowhere in the package.
+PLANTED = {
+    "a read on a Dynamo variable under another name": """
+        def qzv(wkz):
+            return wkz.as_python_constant()
+    """,
+    "getattr with a string attribute name": """
+        def qzv(wkz):
+            return getattr(wkz, "call_function")(None, [], {})
+    """,
+    "importlib with a computed module name": """
+        import importlib
+        def qzv(tail):
+            return importlib.import_module("torch." + tail)
+    """,
+    "__import__ with a computed module name": """
+        def qzv(tail):
+            return __import__("torch" + tail)
+    """,
+    "hasattr on a class that the seam hands out": """
+        from ..seam import internals
+        def qzv():
+            handed = internals.kinds().Base
+            return hasattr(handed, "_qzv_private"), hasattr(handed, "python_type")
+    """,
+    "getattr of torch's private Dynamo module": """
+        import torch
+        def qzv():
+            return getattr(torch, "_dynamo")
+    """,
+    "an import beside a listed exception in the same module": """
+        import importlib
         import torch._dynamo
-        from torch._dynamo.utils import counters
+        def qzv(name):
+            return importlib.import_module(name)
+    """,
+    "the plain forms": """
+        import torch._dynamo.utils
         from torch import _dynamo
-        def hook(builder, tx: "InstructionTranslator", value):
-            found = builder.source, tx.output, getattr(value, "fn", None)
-            return torch._dynamo.reset, hasattr(builder, "tx"), args[0].realize()
-        """
-    )
-    found = [what for _, what in dynamo_reads(slipped)]
-    assert found == [
-        "import torch._dynamo",
-        "from torch._dynamo.utils import ...",
-        "from torch import ...",
-        "builder.source",
-        "tx.output",
-        "torch._dynamo.reset",
-        "hasattr(builder, 'tx')",
-        "args[0].realize",
-    ]
+        from torch._logging import getArtifactLogger
+        def qzv():
+            return torch._dynamo.reset, "torch.compiler.disable"
+    """,
+}
 
 
-def test_each_exception_is_in_the_seam_docstring_with_its_reason() -> None:
-    doc = internals.__doc__ or ""
-    for (module, what), why in internals.EXCEPTIONS.items():
-        assert f"``{module}``" in doc and what in doc, (module, what)
-        assert why and why.split(":")[0] in doc, (module, what, why)
+@pytest.mark.parametrize("kind", sorted(PLANTED))
+def test_the_check_fails_on_each_kind_of_bypass(kind: str) -> None:
+    found = violations("_dynamo/qzv.py", textwrap.dedent(PLANTED[kind]))
+    assert found, kind
 
 
-@pytest.mark.parametrize("module", [name for name, _ in _modules()])
+def test_an_exception_allows_its_own_name_alone() -> None:
+    """`_dynamo/__init__.py` may import its own modules by computed name, nothing else."""
+    found = violations("_dynamo/__init__.py", textwrap.dedent(PLANTED["the plain forms"]))
+    assert len(found) == 5, found
+
+
+def test_the_planted_bypasses_are_each_found_whole() -> None:
+    found = {
+        kind: [finding.name for finding in findings(textwrap.dedent(source))]
+        for kind, source in PLANTED.items()
+    }
+    assert found == {
+        "a read on a Dynamo variable under another name": ["as_python_constant"],
+        "getattr with a string attribute name": ["getattr:call_function"],
+        "importlib with a computed module name": ["importlib.import_module"],
+        "__import__ with a computed module name": ["__import__"],
+        "hasattr on a class that the seam hands out": [
+            "hasattr:_qzv_private",
+            "hasattr:python_type",
+        ],
+        "getattr of torch's private Dynamo module": ["getattr:_dynamo"],
+        "an import beside a listed exception in the same module": [
+            "torch._dynamo",
+            "importlib.import_module",
+        ],
+        "the plain forms": [
+            "torch._dynamo.utils",
+            "torch._dynamo",
+            "torch._logging.getArtifactLogger",
+            "torch._dynamo.reset",
+            "torch.compiler.disable",
+        ],
+    }
+
+
+def test_each_exception_is_used_and_has_a_reason() -> None:
+    used = {
+        (module, found.name)
+        for module in _modules()
+        if not module.startswith(SEAM)
+        for found in findings((PACKAGE / module).read_text())
+    }
+    for pair, why in seam.EXCEPTIONS.items():
+        assert why, pair
+        assert pair in used, f"{pair} is listed but not used: remove it"
+
+
+@pytest.mark.parametrize("module", _modules())
 def test_no_package_module_is_over_700_lines(module: str) -> None:
     lines = len((PACKAGE / module).read_text().splitlines())
     assert lines <= MAX_LINES, f"{module} has {lines} lines"

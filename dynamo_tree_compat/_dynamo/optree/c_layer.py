@@ -13,11 +13,11 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
-from . import internals
-from .guards import guard_dict_order, guard_registration
-from .optree_reader import Reader, items, mapping, real
-from .optree_spec import wrap
-from .reading import is_variable, tree_options, unsupported
+from ..common.guards import guard_dict_order, guard_registration
+from ..common.reading import is_variable, tree_options, unsupported
+from ..seam import internals, making
+from .reader import Reader, items, mapping, real
+from .spec import wrap
 
 __all__ = ["HANDLERS", "c_all_leaves", "c_is_leaf", "registry_get"]
 
@@ -38,17 +38,17 @@ def _c_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool
     tree, predicate, none_is_leaf, namespace = _c_options(args, kwargs, what)
     reader = Reader(tx, predicate, none_is_leaf, namespace, what)
     _, leaves, spec, paths = reader.flatten(tree, with_path)
-    flat = [internals.new_list(leaves), wrap(tx, spec)]
+    flat = [making.new_list(leaves), wrap(tx, spec)]
     if with_path:
         flat.insert(0, wrap(tx, paths))
-    return internals.new_tuple(flat)
+    return making.new_tuple(flat)
 
 
 def c_is_leaf(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``optree._C.is_leaf``."""
     tree, predicate, none_is_leaf, namespace = _c_options(args, kwargs, "optree._C.is_leaf")
     reader = Reader(tx, predicate, none_is_leaf, namespace, "optree._C.is_leaf")
-    return internals.constant(reader.classify(internals.call(tree, "realize"))[0] is None)
+    return making.constant(reader.classify(internals.call(tree, "realize"))[0] is None)
 
 
 def c_all_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -60,7 +60,7 @@ def c_all_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         internals.read(c_is_leaf(tx, [item, *args[1:]], kwargs), "value")
         for item in items(tx, args[0])
     ]
-    return internals.constant(all(answers))
+    return making.constant(all(answers))
 
 
 def _c_constant_fold(name: str) -> Callable[..., Any]:
@@ -153,7 +153,7 @@ def _class_check(name: str) -> Callable[..., Any]:
         if issubclass(cls, type):  # a class itself
             subject = real(variable, what)
         elif _CLASS_CHECKS[name] is None:
-            return internals.constant(False)
+            return making.constant(False)
         else:
             check = _CLASS_CHECKS[name]
         try:

@@ -12,13 +12,14 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from . import internals, optree_reader, patches
-from .guards import guard_dict_order
-from .optree_reader import Reader, Slot, call, from_skeleton, items, real, unflatten
-from .reading import breaks_on_error, constant_or, is_none, is_variable, unsupported
+from ..common.guards import guard_dict_order
+from ..common.held import HeldConstant
+from ..common.reading import breaks_on_error, constant_or, is_none, is_variable, unsupported
+from ..seam import internals, making, patches
+from . import reader as optree_reader
+from .reader import Reader, Slot, call, from_skeleton, items, real, unflatten
 
 __all__ = [
-    "HeldConstant",
     "is_spec_method",
     "method_caller_class",
     "spec_method_class",
@@ -36,9 +37,9 @@ def wrap(tx: Any, value: Any) -> Any:
     if cls is optree.PyTreeSpec:
         return spec_variable_class()(value)
     if cls is list:
-        return internals.new_list([wrap(tx, item) for item in value])
+        return making.new_list([wrap(tx, item) for item in value])
     if cls is tuple:
-        return internals.new_tuple([wrap(tx, item) for item in value])
+        return making.new_tuple([wrap(tx, item) for item in value])
     return optree_reader.wrap(tx, value)
 
 
@@ -76,23 +77,6 @@ def _holding_variable_class() -> type:
             self.value = value
 
     return HoldingVariable
-
-
-class HeldConstant:
-    """Mixin for a variable that holds a real object made while tracing, ``value``: a
-    constant of the graph, loaded from a global where it leaves the graph."""
-
-    value: Any
-
-    def is_python_constant(self) -> bool:
-        return True
-
-    def as_python_constant(self) -> Any:
-        return self.value
-
-    @breaks_on_error("reconstructing a constant of the graph")
-    def reconstruct(self, codegen: Any) -> None:
-        internals.load_global(codegen, "__dtc_constant", self.value)
 
 
 @_class_once
@@ -229,7 +213,7 @@ def _spec_method(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[st
             pieces = spec.flatten_up_to(skeleton)
         except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
             return unsupported(what, f"optree raises {error!r}")
-        return internals.new_list(
+        return making.new_list(
             [from_skeleton(tx, piece, reader.leaves, reader.by_id, spec) for piece in pieces]
         )
     if name in ("walk", "traverse", "transform"):
@@ -279,7 +263,7 @@ def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict
     if name == "walk" and f_node is not None:
 
         def node(node_type: Any, node_data: Any, children: Any) -> Any:
-            parts = internals.new_tuple([as_variable(child) for child in children])
+            parts = making.new_tuple([as_variable(child) for child in children])
             return call(tx, f_node, wrap(tx, node_type), wrap(tx, node_data), parts)
 
         run = lambda: spec.walk(slots, node, leaf)  # noqa: E731

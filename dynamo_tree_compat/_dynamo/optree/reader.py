@@ -17,9 +17,8 @@ import inspect
 import operator
 from typing import Any
 
-from . import capabilities, internals
-from .guards import guard_dict_order, guard_registration
-from .reading import (
+from ..common.guards import guard_dict_order, guard_registration
+from ..common.reading import (
     CONSTANT_TYPES,
     DEFAULTDICT_LEFT_AS_DICT,
     NOT_CONSTANT,
@@ -29,6 +28,7 @@ from .reading import (
     too_deep,
     unsupported,
 )
+from ..seam import capabilities, internals, making
 
 __all__ = [
     "Reader",
@@ -63,11 +63,11 @@ def wrap(tx: Any, value: Any) -> Any:
     """Dynamo's variable for a Python value that exists while tracing (a constant)."""
     cls = type(value)
     if cls in CONSTANT_TYPES:
-        return internals.constant(value)
+        return making.constant(value)
     if cls is list:
-        return internals.new_list([wrap(tx, item) for item in value])
+        return making.new_list([wrap(tx, item) for item in value])
     if cls is tuple:
-        return internals.new_tuple([wrap(tx, item) for item in value])
+        return making.new_tuple([wrap(tx, item) for item in value])
     # Through a global, so that what the value holds (a function's closure) has a source;
     # a tree spec this way gets the builder hook's spec variable (see optree_spec.wrap).
     return internals.build(tx, internals.install_global(tx, "__dtc_constant", value), value)
@@ -321,7 +321,7 @@ def from_skeleton(tx: Any, value: Any, leaves: list[Any], by_id: dict[int, Any],
     if is_variable(value):  # a callback's result, inside a node optree's C code built
         return value
     if value is None:
-        return internals.constant(None)
+        return making.constant(None)
     if id(value) in by_id:
         return by_id[id(value)]
     children, metadata, _, unflatten_func = optree.tree_flatten_one_level(
@@ -330,22 +330,22 @@ def from_skeleton(tx: Any, value: Any, leaves: list[Any], by_id: dict[int, Any],
     parts = [from_skeleton(tx, child, leaves, by_id, spec) for child in children]
     cls = type(value)
     if cls is list:
-        return internals.new_list(parts)
+        return making.new_list(parts)
     if cls is tuple:
-        return internals.new_tuple(parts)
+        return making.new_tuple(parts)
     if cls is dict:
         by_key = dict(zip(metadata, parts))
-        return internals.new_dict({wrap(tx, key): by_key[key] for key in value})
+        return making.new_dict({wrap(tx, key): by_key[key] for key in value})
     if cls in (collections.OrderedDict, collections.defaultdict):  # in the skeleton's order
         by_key = dict(zip(metadata[-1] if cls is collections.defaultdict else metadata, parts))
-        ordered = internals.new_list([by_key[key] for key in value])
+        ordered = making.new_list([by_key[key] for key in value])
         keys = wrap(tx, list(value))
         if cls is collections.OrderedDict:
             return call(tx, _make_ordereddict, keys, ordered)
         if not capabilities.has("defaultdict_leaves_graph"):
             return unsupported("optree: a defaultdict", DEFAULTDICT_LEFT_AS_DICT)
         return call(tx, _make_defaultdict, wrap(tx, value.default_factory), keys, ordered)
-    return call(tx, unflatten_func, wrap(tx, metadata), internals.new_list(parts))
+    return call(tx, unflatten_func, wrap(tx, metadata), making.new_list(parts))
 
 
 def _make_ordereddict(keys: list[Any], values: list[Any]) -> Any:

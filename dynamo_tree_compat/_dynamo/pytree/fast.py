@@ -13,10 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import internals
-from .optree_fast import _skeleton, _variable
-from .pytree_spec import is_plain_spec, known_spec, wrap_known
-from .reading import (
+from ..common.reading import (
     Fallback,
     bind,
     call_func,
@@ -26,6 +23,9 @@ from .reading import (
     unsupported,
     with_first,
 )
+from ..common.skeletons import skeleton_of, variable_of
+from ..seam import internals, making
+from .spec import keep_skeleton, known_spec, unflatten_known, wrap_known
 
 __all__ = ["HANDLERS"]
 
@@ -40,8 +40,8 @@ def _bound(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, 
 
 def _read(variable: Any, leaves: list[Any], keys: dict[Any, Any] | None = None) -> Any:
     """A skeleton of plain containers, leaf numbers for leaves (None is a leaf); a
-    structure that contains itself goes torch's way. ``keys``: see ``_skeleton``."""
-    return _skeleton(variable, True, leaves, [], cycle=Fallback, keys=keys)
+    structure that contains itself goes torch's way. ``keys``: see ``skeleton_of``."""
+    return skeleton_of(variable, True, leaves, [], cycle=Fallback, keys=keys)
 
 
 def _layout(skeleton: Any) -> Any:
@@ -53,12 +53,6 @@ def _layout(skeleton: Any) -> Any:
     return (type(skeleton).__name__, tuple(_layout(part) for part in skeleton))
 
 
-#: The skeletons behind the latest specs the fast path made, by the spec's id (the spec
-#: held with it), with their dict keys' trackers: unflattening them reads neither again.
-_SKELETONS: dict[int, tuple[Any, Any, dict[Any, Any]]] = {}
-_SKELETONS_KEPT = 64
-
-
 def _flat(variable: Any) -> tuple[Any, list[Any], Any]:
     """(skeleton, leaf variables in torch's order, the real TreeSpec): torch's own
     ``tree_flatten`` runs on the skeleton, whose leaves are their numbers."""
@@ -68,9 +62,7 @@ def _flat(variable: Any) -> tuple[Any, list[Any], Any]:
     skeleton = _read(variable, leaves, keys := {})
     numbers, spec = pytree.tree_flatten(skeleton)
     if numbers == list(range(len(numbers))):  # then spec.unflatten(numbers) is skeleton
-        if len(_SKELETONS) >= _SKELETONS_KEPT:
-            del _SKELETONS[next(iter(_SKELETONS))]
-        _SKELETONS[id(spec)] = (spec, skeleton, keys)
+        keep_skeleton(spec, skeleton, keys)
     return skeleton, [leaves[number] for number in numbers], spec
 
 
@@ -85,7 +77,7 @@ def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     bound = _bound(_pytree("tree_leaves"), args, kwargs)
     leaves: list[Any] = []
     _read(bound["tree"], leaves)
-    return internals.new_list(leaves)
+    return making.new_list(leaves)
 
 
 def _paths(skeleton: Any) -> list[Any]:
@@ -99,7 +91,7 @@ def _paths(skeleton: Any) -> list[Any]:
 
     def walk(part: Any, path: tuple[Any, ...]) -> None:
         if type(part) is int:
-            paths.append(internals.new_tuple(list(path)))
+            paths.append(making.new_tuple(list(path)))
         elif type(part) is dict:
             for key, child in part.items():
                 walk(child, (*path, entry(pytree.MappingKey, key)))
@@ -139,7 +131,7 @@ def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     func = _func(bound)
     skeleton, rows = _rows(bound, keys := {})
     # Everything is checked before the first call of func: from here on, no fallback.
-    return _variable(skeleton, [call_func(tx, func, row) for row in rows], keys)
+    return variable_of(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 
 def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -148,7 +140,7 @@ def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     func = _func(bound)
     skeleton, rows = _rows(bound, keys := {})
     rows = with_first(func, rows, lambda: _paths(skeleton))
-    return _variable(skeleton, [call_func(tx, func, row) for row in rows], keys)
+    return variable_of(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 
 def _leaf_class(variable: Any) -> type:
@@ -197,14 +189,14 @@ def tree_map_only(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         raise Fallback  # a union, or what torch rejects: torch's own code
     # From here on, no fallback: predicate and func are traced leaf by leaf, as torch's.
     results = [call_func(tx, func, row) if chooses(row[0]) else row[0] for row in rows]
-    return _variable(skeleton, results, keys)
+    return variable_of(skeleton, results, keys)
 
 
 def tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``torch.utils._pytree.tree_flatten``: the leaves, and the spec as a constant."""
     bound = _bound(_pytree("tree_flatten"), args, kwargs)
     _, leaves, spec = _flat(bound["tree"])
-    return internals.new_tuple([internals.new_list(leaves), wrap_known(spec)])
+    return making.new_tuple([making.new_list(leaves), wrap_known(spec)])
 
 
 def tree_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -215,34 +207,19 @@ def tree_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
 def _with_paths(bound: dict[str, Any]) -> tuple[Any, Any]:
     skeleton, leaves, spec = _flat(bound["tree"])
-    pairs = [internals.new_tuple([p, leaf]) for p, leaf in zip(_paths(skeleton), leaves)]
-    return internals.new_list(pairs), spec
+    pairs = [making.new_tuple([p, leaf]) for p, leaf in zip(_paths(skeleton), leaves)]
+    return making.new_list(pairs), spec
 
 
 def tree_flatten_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``torch.utils._pytree.tree_flatten_with_path``."""
     pairs, spec = _with_paths(_bound(_pytree("tree_flatten_with_path"), args, kwargs))
-    return internals.new_tuple([pairs, wrap_known(spec)])
+    return making.new_tuple([pairs, wrap_known(spec)])
 
 
 def tree_leaves_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``torch.utils._pytree.tree_leaves_with_path``."""
     return _with_paths(_bound(_pytree("tree_leaves_with_path"), args, kwargs))[0]
-
-
-def unflatten_known(spec: Any, leaves: Any) -> Any:
-    """``spec.unflatten(leaves)`` for a spec of plain containers and a list or tuple of
-    as many leaves; None for anything else (torch's own code then runs)."""
-    k = internals.kinds()
-    made = _SKELETONS.get(id(spec))
-    if type(leaves) not in (k.List, k.Tuple) or not (made or is_plain_spec(spec)):
-        return None
-    items = list(internals.read(leaves, "items"))
-    if len(items) != spec.num_leaves:
-        return None  # torch's own ValueError
-    if made and made[0] is spec:
-        return _variable(made[1], items, made[2])
-    return _variable(spec.unflatten(range(len(items))), items)
 
 
 def tree_unflatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

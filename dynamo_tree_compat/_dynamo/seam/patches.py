@@ -15,12 +15,14 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from . import capabilities, internals
+from ..runtime import TRACED_CODE, step_aside
+from . import capabilities, internals, making
 
 __all__ = [
     "before_each_frame",
     "count_graphs",
     "end_frame",
+    "forget_skips",
     "give_mapping_proxies_a_type",
     "graph_break_function",
     "log_every_graph_break",
@@ -99,7 +101,7 @@ def give_mapping_proxies_a_type() -> Callable[[], None] | None:
 
 def set_deque_maxlen(variable: Any, maxlen: int) -> None:
     """Puts a deque variable's ``maxlen`` back (see :func:`deque_lost_maxlen`)."""
-    variable.maxlen = internals.constant(maxlen)
+    variable.maxlen = making.constant(maxlen)
 
 
 def unskip_code(code: Any) -> None:
@@ -253,3 +255,18 @@ def before_each_frame(action: Callable[[], bool]) -> None:
         return original(frame)
 
     setattr(owner, name, has_tensor_in_frame)
+
+
+def forget_skips() -> None:
+    """On a change of mode: lets Dynamo consider again the code it traced in the mode
+    that ends, so that a skip it decided then does not outlive that mode. Never raises.
+    """
+    if not TRACED_CODE:
+        return
+    codes = list(TRACED_CODE.values())
+    TRACED_CODE.clear()
+    try:
+        for code in codes:
+            unskip_code(code)
+    except Exception as error:  # noqa: BLE001 - runs inside the user's `with` statement
+        step_aside("forgetting skipped frames", error)

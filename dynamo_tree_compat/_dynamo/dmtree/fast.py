@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import dmtree
-from . import internals
-from .reading import (
+from ... import dmtree
+from ..common.reading import (
     DICT,
     LEAF,
     LIST,
@@ -32,6 +31,7 @@ from .reading import (
     too_deep,
     with_first,
 )
+from ..seam import internals, making
 
 __all__ = ["HANDLERS"]
 
@@ -61,7 +61,7 @@ def _walk(
     """
     entries: list[Entry] = []
     leaves: list[list[Any]] = []
-    index_variable = made_once(internals.constant)  # one per index, shared by the paths
+    index_variable = made_once(making.constant)  # one per index, shared by the paths
     limit = dmtree.TRACED_MAX_DEPTH
     pending: list[tuple[list[Any], int, tuple[Any, ...]]] = [(roots, 1, ())]
     while pending:
@@ -110,14 +110,14 @@ def _walk(
 def _container(kind: int, first: Any, keys: Any, items: list[Any]) -> Any:
     """A new container of ``first``'s kind holding ``items`` (dm-tree's _sequence_like)."""
     if kind == LIST:
-        return internals.new_list(items)
+        return making.new_list(items)
     if kind == TUPLE:
-        return internals.new_tuple(items)
+        return making.new_tuple(items)
     assert kind == DICT
     # In the dict's own order; by identity: a key tracker's hash is Python code.
     by_tracker = {id(key[1]): item for key, item in zip(keys, items)}
     order = [tracker for _, tracker, _ in internals.dict_entries(first)]
-    return internals.new_dict([(tracker, by_tracker[id(tracker)]) for tracker in order])
+    return making.new_dict([(tracker, by_tracker[id(tracker)]) for tracker in order])
 
 
 def _rebuild(entries: list[Entry], results: list[Any]) -> Any:
@@ -166,7 +166,7 @@ def _callable(variable: Any) -> Any:
 
 
 def _path_tuples(paths: list[Any]) -> list[Any]:
-    return [internals.new_tuple(list(path)) for path in paths]
+    return [making.new_tuple(list(path)) for path in paths]
 
 
 def _deep_enough(handler: Callable[[Any, list[Any], dict[str, Any]], Any]) -> Any:
@@ -187,21 +187,19 @@ def _deep_enough(handler: Callable[[Any, list[Any], dict[str, Any]], Any]) -> An
 def is_nested(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``tree.is_nested``."""
     (structure,) = _bind(args, kwargs, ("structure",), {})
-    return internals.constant(node(structure)[0] != LEAF)
+    return making.constant(node(structure)[0] != LEAF)
 
 
 def flatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``tree.flatten``."""
     (structure,) = _bind(args, kwargs, ("structure",), {})
     _, leaves = _walk([structure])
-    return internals.new_list([leaf[0] for leaf in leaves])
+    return making.new_list([leaf[0] for leaf in leaves])
 
 
 def _pairs(paths: list[Any], values: list[Any]) -> Any:
     tuples = _path_tuples(paths)
-    return internals.new_list(
-        [internals.new_tuple([path, value]) for path, value in zip(tuples, values)]
-    )
+    return making.new_list([making.new_tuple([path, value]) for path, value in zip(tuples, values)])
 
 
 def flatten_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -216,7 +214,7 @@ def assert_same_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> A
     """``tree.assert_same_structure``."""
     a, b, _ = _bind(args, kwargs, ("a", "b", "check_types"), {"check_types": True})
     _walk([a, b])  # same exact kinds, lengths and keys: check_types is moot
-    return internals.constant(None)
+    return making.constant(None)
 
 
 def _call_rows(tx: Any, func: Any, rows: list[list[Any]], paths: list[Any] | None) -> list[Any]:
@@ -257,7 +255,7 @@ def _flatten_up_to(args: list[Any], kwargs: dict[str, Any], paths: list[Any] | N
 def flatten_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``tree.flatten_up_to``: the same kinds, lengths and keys down to the shallow
     structure's leaves (else the twin raises dm-tree's error)."""
-    return internals.new_list(_flatten_up_to(args, kwargs, None))
+    return making.new_list(_flatten_up_to(args, kwargs, None))
 
 
 def flatten_with_path_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -325,21 +323,21 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
     _walk([structure], seen=(seen := {}))
     top_down = bool(top_down)
     frames: list[list[Any]] = []  # [kind, container, keys, children, path, results]
-    index_variable = made_once(internals.constant)  # one per index, shared by the paths
+    index_variable = made_once(making.constant)  # one per index, shared by the paths
     pushed = object()
 
     reads_path = with_path and reads_argument(fn, 0, 2)
-    unread = internals.constant(None)  # a path fn never reads: none made
+    unread = making.constant(None)  # a path fn never reads: none made
 
     def call(path: tuple[Any, ...], subtree: Any) -> Any:
         if with_path:
             return call_func(
-                tx, fn, [internals.new_tuple(list(path)) if reads_path else unread, subtree]
+                tx, fn, [making.new_tuple(list(path)) if reads_path else unread, subtree]
             )
         return call_func(tx, fn, [subtree])
 
     def replaced(result: Any) -> Any:
-        return internals.constant(None) if _maps_to_none(result) else result
+        return making.constant(None) if _maps_to_none(result) else result
 
     def bottom_up(path: tuple[Any, ...], subtree: Any) -> Any:
         result = call(path, subtree)

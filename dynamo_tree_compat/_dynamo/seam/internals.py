@@ -1,35 +1,17 @@
-"""Dynamo's internals, as this package reads them: the one seam where torch versions differ.
+"""Dynamo's internals, as this package reads them: where torch versions differ.
 
-Every Dynamo class, attribute and function the package reads is looked up here (and
-every change the package makes to Dynamo is in :mod:`.patches`, the seam's other half),
-keyed by what is present rather than by version string. Where nothing varies between
+Every Dynamo class, attribute and function the package reads is looked up here, keyed
+by what is present rather than by version string. Where nothing varies between
 releases, attributes of Dynamo's objects are read through one generic accessor,
-:func:`read` (and :func:`call`), over the names in :data:`READS`. The rest of the
-package never reads Dynamo itself, and ``tests/internals/test_seam.py`` walks every
-module's AST to keep it so; supporting a new torch means editing these two files.
-Lookups that fail raise :class:`Missing`, which callers treat as "this hook is not
-available here".
-
-The exceptions, each for its reason (:data:`EXCEPTIONS`):
-
-- ``_dynamo/runtime.py`` finds ``torch._dynamo.convert_frame``'s compile lock in
-  ``sys.modules``: light path: autoload must not import Dynamo, and the lock is only
-  needed where Dynamo is already loaded.
-- ``_dynamo/runtime.py`` registers ``TORCH_LOGS=+dynamo_tree_compat`` with
-  ``torch._logging``: autoload's registration: torch parses TORCH_LOGS right after
-  autoload, before Dynamo loads.
-- ``activation.py`` names the module ``torch._dynamo``: the import watcher: it waits for
-  that module's import and reads nothing of it.
+:func:`read` (and :func:`call`), over the names in :data:`READS`. Lookups that fail
+raise :class:`Missing`, which callers treat as "this hook is not available here".
 """
 
 from __future__ import annotations
 
-import dis
 import functools
 import importlib
 import inspect
-import logging
-import re
 import types
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +20,6 @@ __all__ = [
     "READS",
     "Missing",
     "call",
-    "constant",
     "counters",
     "dict_class",
     "dict_entries",
@@ -50,25 +31,12 @@ __all__ = [
     "install_global",
     "is_fullgraph",
     "kinds",
-    "new_dict",
-    "new_list",
-    "new_tuple",
     "read",
-    "read_graph_break",
     "realized",
     "registration_tables",
     "skip_frame_error",
     "sources",
 ]
-
-#: Reads outside the seam, by (module, what it names): why each stays there.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("_dynamo/runtime.py", "torch._dynamo.convert_frame"): (
-        "light path: autoload must not import Dynamo"
-    ),
-    ("_dynamo/runtime.py", "torch._logging"): "autoload's registration: torch parses TORCH_LOGS",
-    ("activation.py", "torch._dynamo"): "the import watcher: it waits for that module's import",
-}
 
 #: Names a variable class's slot methods go by, across torch versions: this package's
 #: variables define the first of each row, and :func:`.patches.with_slot_names` adds the others.
@@ -83,9 +51,6 @@ SLOT_NAMES: tuple[tuple[str, ...], ...] = (
     ("str_impl", "tp_str_impl"),
     ("len_impl", "sq_length", "mp_length", "sq_length_impl", "mp_length_impl"),
 )
-
-#: The name of Dynamo's graph-break log.
-GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 
 
 class Missing(Exception):
@@ -208,48 +173,9 @@ def kinds() -> types.SimpleNamespace:
         raise Missing(f"Dynamo's variable classes: {error}") from error
 
 
-#: Flags of code that :func:`trivial_body_of` leaves to Dynamo.
-_NOT_TRIVIAL = (
-    inspect.CO_VARARGS
-    | inspect.CO_VARKEYWORDS
-    | inspect.CO_GENERATOR
-    | inspect.CO_COROUTINE
-    | inspect.CO_ASYNC_GENERATOR
-    | inspect.CO_ITERABLE_COROUTINE
-)
-_SETUP_OPS = frozenset({"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "NOT_TAKEN"})
-_LOAD_ARGUMENT = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK"})
-_LOAD_CONSTANT = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
-_CONSTANTS = (type(None), bool, int, float, str, bytes)
-_TRIVIAL_BODIES: dict[types.CodeType, tuple[str, Any] | None] = {}
-
-
-def _trivial_body(code: types.CodeType) -> tuple[str, Any] | None:
-    """``("argument", index)`` or ``("constant", value)`` where the code does nothing but
-    return that; None for any other code."""
-    if code.co_flags & _NOT_TRIVIAL or code.co_kwonlyargcount or code.co_cellvars:
-        return None
-    if code.co_freevars:
-        return None
-    ops = [op for op in dis.get_instructions(code) if op.opname not in _SETUP_OPS]
-    if len(ops) == 1 and ops[0].opname == "RETURN_CONST":
-        value = ops[0].argval
-    elif len(ops) == 2 and ops[1].opname == "RETURN_VALUE":
-        if ops[0].opname in _LOAD_ARGUMENT and ops[0].arg < code.co_argcount:
-            return ("argument", ops[0].arg)
-        if ops[0].opname not in _LOAD_CONSTANT:
-            return None
-        value = ops[0].argval
-    else:
-        return None
-    return ("constant", value) if type(value) in _CONSTANTS else None
-
-
-def trivial_body_of(function: Any) -> tuple[str, Any, int] | None:
-    """``(kind, value, argument count)`` of a Python function variable that only returns
-    one of its arguments or a constant (``lambda x: x``, ``lambda _: None``): its calls
-    need no inlining, as their body has no effect to trace. None for any other callable,
-    which Dynamo then inlines."""
+def function_code(function: Any) -> types.CodeType | None:
+    """The code of a plain Python function variable (not a constant one); None for any
+    other callable, or where Dynamo's classes moved."""
     try:
         k = kinds()
         function = function.realize()
@@ -257,17 +183,24 @@ def trivial_body_of(function: Any) -> tuple[str, Any, int] | None:
             return None
         if getattr(function, "is_constant", False):
             return None
-        code = function.get_code()
-        if code not in _TRIVIAL_BODIES:
-            _TRIVIAL_BODIES[code] = _trivial_body(code)
-        body = _TRIVIAL_BODIES[code]
-        return None if body is None else (*body, code.co_argcount)
+        return function.get_code()
     except Exception:  # noqa: BLE001 - Dynamo's classes moved: inline as usual
         return None
 
 
 #: Variable classes whose ``realize`` is the base class's (it returns the variable).
 _REALIZED: set[type] = set()
+
+
+def function_caller(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Dynamo's ``call_function`` of a Python function's variable: ``(tx, args, kwargs)``
+    traces a call of ``function``."""
+    return read(kinds().Function(function), "call_function")
+
+
+def call_function(variable: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Traces a call of the callable ``variable`` stands for."""
+    return _get(variable, "call_function")(tx, args, kwargs)
 
 
 def realized(variable: Any) -> Any:
@@ -614,74 +547,8 @@ def is_tracing() -> bool:
     return TracingContext.try_get() is not None
 
 
-# Dynamo's graph-break log, whose format each release words its own way.
-@functools.cache
-def _report_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    # Compiled on first use: most programs never read the log.
-    return (
-        re.compile(r"Graph break.*? in user code at (.+):(\d+)"),
-        re.compile(r"User-inserted graph break\. Message: (.+)"),
-        re.compile(r'File "(.+)", line (\d+), in (\S+)'),
-    )
-
-
-# Lines that lead in to the cause of a graph break, rather than say it.
-_PREAMBLES = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
-
-
-def read_graph_break(message: str) -> tuple[str, str, list[str]]:
-    """(location, reason, user frames) of one report in Dynamo's graph-break log, in the
-    format of any supported release.
-
-    >>> read_graph_break("Graph break in user code at f.py:3\\nReason: Unsupported: why")
-    ('f.py:3', 'why', [])
-    """
-    location_pattern, user_message_pattern, frame_pattern = _report_patterns()
-    found = location_pattern.search(message)
-    frames = [f"{path}:{line}" for path, line, _ in frame_pattern.findall(message)]
-    # Dynamo 2.5 names no location but the user frames, innermost last.
-    location = f"{found.group(1)}:{found.group(2)}" if found else (frames or ["<unknown>"])[-1]
-    reason = "<unknown>"
-    lines = message.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("Graph Break Reason:"):
-            candidates = [line.removeprefix("Graph Break Reason:").strip(), *lines[index + 1 :]]
-            for candidate in candidates:
-                text = candidate.strip()
-                if text and not text.startswith(_PREAMBLES):
-                    reason = text
-                    break
-            break
-        if line.startswith("Reason: "):  # torch 2.6 and earlier: "Reason: Unsupported: ..."
-            reason = line.removeprefix("Reason: ").removeprefix("Unsupported: ").strip()
-            break
-    raised = re.search(r"Developer debug context: raised exception (.+)", message)
-    if reason == "Observed exception" and raised:
-        # Dynamo before 2.12 shows the arguments as its variables: [ConstantVariable(str: "m")]
-        shown = re.sub(r'\[ConstantVariable\(str: (".*")\)\]', r"\1", raised.group(1).strip())
-        reason = f"raises {shown}"
-    user_message = user_message_pattern.search(message)
-    if user_message and user_message.group(1).strip() != "None":
-        reason = user_message.group(1).strip()
-    return location, reason, frames
-
-
-def graph_break_report(record: logging.LogRecord) -> str:
-    """The text of one graph-break log record (Dynamo 2.5 keeps the reason in the
-    exception it logs with)."""
-    message = record.getMessage()
-    raised = record.exc_info[1] if record.exc_info else None
-    if raised is not None:
-        message += f"\nReason: {type(raised).__name__}: {raised}"
-    return message
-
-
 def lookup_backend(name: str) -> Callable[..., Any]:
     """The compiler behind a ``torch.compile(backend=name)`` string."""
     from torch._dynamo import lookup_backend as lookup
 
     return lookup(name)
-
-
-# The seam's constructors, in their own module (see there).
-from .making import constant, new_dict, new_list, new_tuple  # noqa: E402

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import internals
+from ..seam import internals
 
 __all__ = [
     "flag_is_on",

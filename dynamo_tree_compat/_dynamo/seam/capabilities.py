@@ -25,8 +25,10 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import internals
-from .runtime import compile_lock, half_imported
+from ..runtime import half_imported
+from . import internals, making
+from .lock import compile_lock
+from .log_format import GRAPH_BREAK_LOGGER
 
 __all__ = ["NAMES", "SAFE", "answers", "has", "settled"]
 
@@ -123,7 +125,7 @@ def _inlined_skip_becomes_break() -> bool:
 def _break_recurses_on_cycles() -> bool:
     """Realizing a list variable that holds itself recurses without end (before torch
     2.11): a graph break with such a structure would. Tried outside a trace."""
-    loop = internals.new_list([])
+    loop = making.new_list([])
     internals.read(loop, "items").append(loop)
     try:
         internals.realize_all(loop)
@@ -154,14 +156,14 @@ def _tree_map_fast_path() -> bool:
 
 
 def _tree_map_with_path_fast_path() -> bool:
-    """Dynamo's fast path also takes ``tree_map_with_path`` (torch 2.13 has it)."""
+    """Dynamo's fast path also takes ``tree_map_with_path`` (torch 2.12 on)."""
     return _tree_map_fast_path() and hasattr(
         internals.kinds().Function, "_is_tree_map_with_path_function"
     )
 
 
 def _tree_map_only_fast_path() -> bool:
-    """Dynamo's fast path also takes ``tree_map_only`` (torch 2.13 has it)."""
+    """Dynamo's fast path also takes ``tree_map_only`` (torch 2.10 on)."""
     return _tree_map_fast_path() and hasattr(
         internals.kinds().Function, "_rewrite_tree_map_only_call"
     )
@@ -209,7 +211,7 @@ def _unseen() -> Iterator[None]:
     """Puts Dynamo's counters back, and keeps the graph-break log quiet, around a trial."""
     counters = internals.counters()
     saved = copy.deepcopy(dict(counters))
-    log = logging.getLogger(internals.GRAPH_BREAK_LOGGER)
+    log = logging.getLogger(GRAPH_BREAK_LOGGER)
     disabled, log.disabled = log.disabled, True
     TRIALS.append(True)
     try:

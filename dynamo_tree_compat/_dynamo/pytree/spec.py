@@ -12,10 +12,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from . import internals
-from .optree_spec import HeldConstant
+from ..common.held import HeldConstant
+from ..common.skeletons import variable_of
+from ..seam import internals
 
-__all__ = ["is_plain_spec", "known_spec", "known_variable_class", "wrap_known"]
+__all__ = [
+    "is_plain_spec",
+    "keep_skeleton",
+    "known_spec",
+    "known_variable_class",
+    "unflatten_known",
+    "wrap_known",
+]
 
 
 @functools.cache
@@ -28,12 +36,10 @@ def known_variable_class() -> type:
 
         def call_method(self, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
             if name == "unflatten" and len(args) == 1 and not kwargs:
-                from .pytree_fast import unflatten_known
-
                 result = unflatten_known(self.value, args[0])
                 if result is not None:
                     return result
-            return super().call_method(tx, name, args, kwargs)
+            return internals.call(super(), "call_method", tx, name, args, kwargs)
 
     return KnownObjectVariable
 
@@ -62,3 +68,31 @@ def is_plain_spec(spec: Any) -> bool:
     # torch 2.13 deprecates children_specs for children()
     children = spec.children() if hasattr(spec, "children") else spec.children_specs
     return spec.type in (dict, list, tuple) and all(map(is_plain_spec, children))
+
+
+#: The skeletons behind the latest specs the fast path made, by the spec's id (the spec
+#: held with it), with their dict keys' trackers: unflattening them reads neither again.
+_SKELETONS: dict[int, tuple[Any, Any, dict[Any, Any]]] = {}
+_SKELETONS_KEPT = 64
+
+
+def keep_skeleton(spec: Any, skeleton: Any, keys: dict[Any, Any]) -> None:
+    """Keeps the skeleton behind a spec the fast path made, for :func:`unflatten_known`."""
+    if len(_SKELETONS) >= _SKELETONS_KEPT:
+        del _SKELETONS[next(iter(_SKELETONS))]
+    _SKELETONS[id(spec)] = (spec, skeleton, keys)
+
+
+def unflatten_known(spec: Any, leaves: Any) -> Any:
+    """``spec.unflatten(leaves)`` for a spec of plain containers and a list or tuple of
+    as many leaves; None for anything else (torch's own code then runs)."""
+    k = internals.kinds()
+    made = _SKELETONS.get(id(spec))
+    if type(leaves) not in (k.List, k.Tuple) or not (made or is_plain_spec(spec)):
+        return None
+    items = list(internals.read(leaves, "items"))
+    if len(items) != spec.num_leaves:
+        return None  # torch's own ValueError
+    if made and made[0] is spec:
+        return variable_of(made[1], items, made[2])
+    return variable_of(spec.unflatten(range(len(items))), items)

@@ -12,8 +12,9 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import capabilities, internals, patches
-from .runtime import STATS, step_aside
+from ..runtime import STATS, step_aside
+from ..seam import capabilities, internals, making, patches
+from .bytecode import trivial_body_of
 
 if TYPE_CHECKING:
     from torch._dynamo.variables.base import VariableTracker
@@ -23,18 +24,31 @@ Method = TypeVar("Method", bound=Callable[..., Any])
 __all__ = [
     "CONSTANT_TYPES",
     "DEFAULTDICT_LEFT_AS_DICT",
+    "DICT",
     "FAST_PATH_MAX_DEPTH",
+    "LEAF",
+    "LIST",
     "NOT_CONSTANT",
     "OPTREE_MAX_DEPTH",
+    "TUPLE",
     "Cycle",
     "Fallback",
     "bind",
+    "breaks_on_error",
     "call_func",
     "constant_or",
+    "cycle_break",
     "dynamo_own_errors",
+    "is_none",
+    "is_variable",
+    "made_once",
     "node",
+    "reads_argument",
+    "stepped_aside_break",
+    "too_deep",
     "tree_options",
     "unsupported",
+    "with_first",
 ]
 
 
@@ -274,14 +288,14 @@ _LAST_FUNC: list[Any] = [None, None, None]
 
 def call_func(tx: Any, func: Any, args: list[Any]) -> Any:
     """``func(*args)`` while tracing; one that only returns an argument or a constant is
-    not inlined (see ``internals.trivial_body_of``)."""
+    not inlined (see ``bytecode.trivial_body_of``)."""
     if _LAST_FUNC[0] is not func:
-        body = internals.trivial_body_of(func)
-        shared = internals.constant(body[1]) if body and body[0] == "constant" else None
+        body = trivial_body_of(func)
+        shared = making.constant(body[1]) if body and body[0] == "constant" else None
         _LAST_FUNC[:] = [func, body, shared]
     _, body, shared = _LAST_FUNC
     if body is None or len(args) != body[2]:
-        return func.call_function(tx, args, {})
+        return internals.call_function(func, tx, args, {})
     return args[body[1]] if shared is None else shared
 
 
@@ -312,7 +326,7 @@ def reads_argument(func: Any, index: int, count: int) -> bool:
     >>> reads_argument(None, 0, 2)  # not a function variable: it may read anything
     True
     """
-    body = internals.trivial_body_of(func)
+    body = trivial_body_of(func)
     if body is None or body[2] != count:
         return True
     return body[0] == "argument" and body[1] == index
@@ -327,7 +341,7 @@ def with_first(func: Any, rows: list[list[Any]], make: Callable[[], list[Any]]) 
     []
     """
     if rows and not reads_argument(func, 0, len(rows[0]) + 1):
-        unread = internals.constant(None)
+        unread = making.constant(None)
         return [[unread, *row] for row in rows]
     return [[first, *row] for first, row in zip(make(), rows)]
 

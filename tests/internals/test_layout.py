@@ -1,0 +1,245 @@
+"""The layout holds: no import circle in the package (imports inside functions count), the
+Dynamo layer's folders import only downward, library folders never import each other,
+and no module imports another folder's private names; ``__all__`` lists exactly what a
+module defines for others.
+
+The layers of ``_dynamo`` (see its docstring), lowest first; a module may import its own
+layer's modules in its own folder, and any lower layer's.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+from typing import NamedTuple
+
+import pytest
+
+import dynamo_tree_compat
+
+PACKAGE = pathlib.Path(dynamo_tree_compat.__file__).resolve().parent
+ROOT = "dynamo_tree_compat"
+LIBRARIES = ("dmtree", "optree", "pytree")
+#: ``_dynamo``'s layers, lowest first: a folder, or a module directly in ``_dynamo``.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"runtime"}),
+    frozenset({"seam"}),
+    frozenset({"common"}),
+    frozenset(LIBRARIES),
+    frozenset({"probes", "graph_breaks"}),
+    frozenset({"handlers", "builder_hooks"}),
+    frozenset({"registration"}),
+)
+
+
+class Import(NamedTuple):
+    """One import: the importing module, the module imported, the names taken from it."""
+
+    importer: str
+    imported: str
+    names: tuple[str, ...]
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {
+    _module_name(path): path for path in sorted(PACKAGE.rglob("*.py")) if "tests" not in path.parts
+}
+
+
+def _is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py"
+
+
+class _Collector(ast.NodeVisitor):
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.found: list[Import] = []
+
+    def visit_If(self, node: ast.If) -> None:
+        if ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name.split(".")[0] == ROOT:
+                self.found.append(Import(self.module, alias.name, ()))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            base = self.module if _is_package(self.module) else self.module.rpartition(".")[0]
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            target = f"{base}.{node.module}" if node.module else base
+        else:
+            target = node.module or ""
+        if target.split(".")[0] != ROOT:
+            return
+        names = tuple(alias.name for alias in node.names)
+        submodules = [name for name in names if f"{target}.{name}" in MODULES]
+        for name in submodules:  # `from . import x`: an import of the module x
+            self.found.append(Import(self.module, f"{target}.{name}", ()))
+        rest = tuple(name for name in names if name not in submodules)
+        if rest or not submodules:
+            self.found.append(Import(self.module, target, rest))
+
+
+def imports() -> list[Import]:
+    """Every import of the package's modules by the package's modules."""
+    found = []
+    for module, path in MODULES.items():
+        collector = _Collector(module)
+        collector.visit(ast.parse(path.read_text()))
+        found += collector.found
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for found in imports():
+        if found.imported in MODULES and found.imported != found.importer:
+            graph[found.importer].add(found.imported)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (its strongly connected components of two or more).
+
+    >>> circles({"a": {"b"}, "b": {"a"}, "c": {"a"}})
+    [['a', 'b']]
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for after in sorted(graph.get(node, ())):
+            if after not in index:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in stack:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle() -> None:
+    assert circles(_graph()) == []
+
+
+def _place(module: str) -> tuple[int, str] | None:
+    """(layer, folder or module) of a module of ``_dynamo``; None outside it, or for
+    ``_dynamo``'s contract."""
+    prefix = f"{ROOT}._dynamo."
+    if not module.startswith(prefix):
+        return None
+    unit = module.removeprefix(prefix).split(".")[0]
+    for layer, units in enumerate(LAYERS):
+        if unit in units:
+            return layer, unit
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS and the docstring")
+
+
+def test_every_dynamo_module_has_a_layer() -> None:
+    for module in MODULES:
+        if module != f"{ROOT}._dynamo":
+            _place(module)
+
+
+def test_the_dynamo_layers_import_downward_and_libraries_not_each_other() -> None:
+    wrong = []
+    for found in imports():
+        importer, imported = _place(found.importer), _place(found.imported)
+        if importer is None or imported is None:
+            continue
+        same_unit = importer[1] == imported[1]
+        if imported[0] > importer[0] or (imported[0] == importer[0] and not same_unit):
+            wrong.append(f"{found.importer} imports {found.imported}")
+    assert wrong == []
+
+
+def _folder(module: str) -> str:
+    return module if _is_package(module) else module.rpartition(".")[0]
+
+
+def test_no_module_imports_another_folders_private_names() -> None:
+    wrong = [
+        f"{found.importer} imports {name} from {found.imported}"
+        for found in imports()
+        for name in found.names
+        if name.startswith("_") and _folder(found.importer) != _folder(found.imported)
+    ]
+    assert wrong == []
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(target.id for target in targets if isinstance(target, ast.Name))
+    return names
+
+
+def _taken() -> dict[str, set[str]]:
+    """The public names other modules of the package import from each module."""
+    taken: dict[str, set[str]] = {}
+    for found in imports():
+        if found.imported != found.importer:
+            public = {name for name in found.names if not name.startswith("_")}
+            taken.setdefault(found.imported, set()).update(public)
+    return taken
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_all_is_exact(module: str) -> None:
+    """``__all__`` names what exists, and every public name that another module takes."""
+    tree = ast.parse(MODULES[module].read_text())
+    loaded = importlib.import_module(module)
+    listed = getattr(loaded, "__all__", None)
+    public = {name for name in _defined(tree) if not name.startswith("_")}
+    if listed is None:
+        assert module.endswith("__main__") or not public, f"{module} has no __all__"
+        return
+    assert len(listed) == len(set(listed)), "a name listed twice"
+    assert [name for name in listed if not hasattr(loaded, name)] == []
+    taken = _taken().get(module, set()) - {"*"}
+    submodules = {name for name in taken if f"{module}.{name}" in MODULES}
+    assert sorted(taken - submodules - set(listed)) == [], f"{module}: taken, not listed"
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(target.id for target in targets if isinstance(target, ast.Name))
+    return names
