@@ -197,8 +197,8 @@ def keras_rows(steps: int) -> list[Row]:
 
 def _pytree_fast_path_calls() -> int:
     """How many torch-pytree calls this package's fast path has taken in this process."""
-    prefix = "taken:torch.utils._pytree."
-    return sum(count for key, count in _dynamo.STATS.items() if key.startswith(prefix))
+    taken = _dynamo.counted(_dynamo.Event.TAKEN)
+    return sum(number for what, number in taken.items() if what.startswith("torch.utils._pytree."))
 
 
 def main() -> None:

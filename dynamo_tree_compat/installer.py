@@ -23,7 +23,7 @@ from typing import Any
 
 from . import _dynamo, config, dmtree, optree_twins
 from .outcomes import Kind, Outcome
-from .substitutions import LIBRARIES, Substitution
+from .substitutions import LIBRARIES, LIBRARY_OF, Substitution
 
 __all__ = [
     "MODE_FLAG",
@@ -70,6 +70,11 @@ def _dynamo_can(capability: str) -> bool:
     except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: work around
         _dynamo.LOG.debug("asking Dynamo whether it can %s failed: %r", capability, error)
         return False
+
+
+def _registered_libraries() -> set[str]:
+    """The libraries with an original registered now."""
+    return {LIBRARY_OF[key] for key in REGISTERED if key in LIBRARY_OF}
 
 
 def needed(substitution: Substitution) -> bool:
@@ -217,7 +222,7 @@ def _install_helpers() -> None:
         for helper in helpers:
             _twin_helpers_done.extend(_substitute_helpers([helper]))
         _provisional[0] = not _settled()
-    optree_registered = any(key.startswith("optree.") for key in REGISTERED)
+    optree_registered = "optree" in _registered_libraries()
     if optree_registered and "optree" not in _helpers_tried:
         _helpers_tried.add("optree")
         sort = getattr(sys.modules.get("optree.utils"), "total_order_sorted", None)
@@ -466,7 +471,7 @@ def uninstall() -> list[str]:
                 UNGUARDED.discard(key)
             else:
                 stuck.append(key)
-        if not any(key.startswith("optree.") for key in REGISTERED):
+        if "optree" not in _registered_libraries():
             _dynamo.unhook_builder()  # tree specs coming in: torch's way again
             while _optree_helpers:
                 _dynamo.unsubstitute(*_optree_helpers.pop())

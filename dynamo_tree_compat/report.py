@@ -82,9 +82,7 @@ def status() -> Status:
         dynamo_imported=activation.DYNAMO_MODULE in sys.modules,
         outcomes=_outcomes(),
         hooks_off=dict(_dynamo.HOOKS_OFF),
-        stepped_aside=sum(
-            count for key, count in _dynamo.STATS.items() if key.startswith("stepped aside:")
-        ),
+        stepped_aside=sum(_dynamo.counted(_dynamo.Event.STEPPED_ASIDE).values()),
     )
 
 
@@ -164,13 +162,13 @@ def coverage_rows() -> list[CoverageRow]:
     rows = [
         _dm_tree_row(name, outcome)
         for name, outcome in outcomes.items()
-        if name.startswith("tree.")
+        if outcome.library == "dm-tree"
     ]
     rows += _optree_coverage(outcomes)
     rows += [
         _pytree_row(name, outcome)
         for name, outcome in outcomes.items()
-        if name.startswith("torch.utils._pytree.")
+        if outcome.library == "torch pytree"
     ]
     return rows
 

@@ -24,8 +24,10 @@ from . import dmtree, optree_twins
 __all__ = [
     "DM_TREE",
     "LIBRARIES",
+    "LIBRARY_OF",
     "OPTREE",
     "Substitution",
+    "library_of_function",
 ]
 
 
@@ -218,3 +220,22 @@ LIBRARIES: dict[str, tuple[str, Callable[[Any], bool], tuple[Substitution, ...]]
     "optree": ("optree", _is_optree, OPTREE),
     "torch pytree": ("torch.utils._pytree", _is_torch_pytree, TORCH_PYTREE),
 }
+
+#: Each original's library, by its import path: a name says nothing of its library.
+LIBRARY_OF: dict[str, str] = {
+    row.original_name: library for library, (_, _, rows) in LIBRARIES.items() for row in rows
+}
+
+
+def library_of_function(qualified_name: str) -> str:
+    """The mirrored library whose module (in :data:`LIBRARIES`) holds a function named by
+    its qualified name, or "".
+
+    >>> library_of_function("optree.ops.tree_map"), library_of_function("treelike.f")
+    ('optree', '')
+    """
+    found = ""
+    for library, (module, _, _) in LIBRARIES.items():
+        if qualified_name.startswith(module + ".") and len(module) > len(found):
+            found, library_found = module, library
+    return library_found if found else ""

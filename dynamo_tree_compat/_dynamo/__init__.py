@@ -1,8 +1,10 @@
 """Every private TorchDynamo access of the package, behind one seam, in layers.
 
-The rest of the package uses only the names in ``__all__`` below, through this package
+The rest of the package uses the names in ``__all__`` below, through this package
 (``from . import _dynamo``; ``_dynamo.route(...)``). Each loads its module on first use,
-so that ``import torch`` (autoload) loads only :mod:`.runtime` and :mod:`.seam.lock`.
+so that ``import torch`` (autoload) loads only :mod:`.runtime` and :mod:`.seam.lock`
+(which activation imports itself); the command line and the pytest plugin read
+:mod:`.graph_breaks` directly.
 
 The layers, each importing only those before it (``tests/internals/test_layout.py``):
 
@@ -14,10 +16,11 @@ The layers, each importing only those before it (``tests/internals/test_layout.p
    skeletons, constants held by the graph, trivial bodies.
 4. :mod:`.dmtree`, :mod:`.optree`, :mod:`.pytree`: one folder per mirrored library (its
    fast path, readers, spec variables and probe). They never import each other.
-5. :mod:`.handlers`, :mod:`.builder_hooks`, :mod:`.probes`, :mod:`.graph_breaks`: what
-   joins the libraries: the handler table and its guard, the builder hooks, the probes,
-   Dynamo's graph-break records.
-6. :mod:`.registration`: ``substitute_in_graph``, and routing originals to handlers.
+5. :mod:`.probes`, :mod:`.graph_breaks`: each library's probe run once, and Dynamo's
+   graph-break records.
+6. :mod:`.handlers`, :mod:`.builder_hooks`: the handler table and the one guard every
+   handler runs behind; the hooks on Dynamo's variable builder.
+7. :mod:`.registration`: ``substitute_in_graph``, and routing originals to handlers.
 """
 
 from __future__ import annotations
@@ -36,12 +39,14 @@ __all__ = [
     "OPTREE_MAX_DEPTH",
     "STATS",
     "SUBSTITUTE_UNAVAILABLE",
+    "Event",
     "GraphBreakRecorder",
     "before_each_frame",
     "capabilities_settled",
     "capability",
     "compile_lock",
     "count_graphs",
+    "counted",
     "counters",
     "forget_skips",
     "give_mapping_proxies_a_type",
@@ -75,6 +80,8 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "HOOKS_OFF": ("runtime", "HOOKS_OFF"),
     "LOG": ("runtime", "LOG"),
     "STATS": ("runtime", "STATS"),
+    "Event": ("runtime", "Event"),
+    "counted": ("runtime", "counted"),
     "DYNAMO_MODULE": ("seam.lock", "DYNAMO_MODULE"),
     "compile_lock": ("seam.lock", "compile_lock"),
     "forget_skips": ("seam.patches", "forget_skips"),

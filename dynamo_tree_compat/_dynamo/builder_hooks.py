@@ -19,6 +19,7 @@ from .common.reading import dynamo_own_errors, too_deep
 from .optree.spec import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
 from .runtime import step_aside
 from .seam import capabilities, internals, patches
+from .seam.types import Builder, Source, Translator, Variable
 
 __all__ = ["hook", "is_hooked", "unhook"]
 
@@ -33,7 +34,7 @@ def _lies_about_its_class(value: Any) -> bool:
     return not issubclass(type(value), containers) and isinstance(value, containers)
 
 
-def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
+def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
     """This package's variable for ``value``, or None to leave it to Dynamo."""
     # A spec exists only once optree is loaded: never import it here (it may not be
     # installed, and a process that never used it should not pay for it).
@@ -64,7 +65,9 @@ def _ours(builder: Any, value: Any, flag_path: str, wrap: Any) -> Any:
     return None
 
 
-def _with_maxlen(tx: Any, variable: Any, source: Any, maxlen: int | None, flag_path: str) -> Any:
+def _with_maxlen(
+    tx: Translator, variable: Variable, source: Source, maxlen: int | None, flag_path: str
+) -> Any:
     """Dynamo builds a deque that comes in without its maxlen: ``deque.maxlen`` then reads
     None, in optree's own deque flatten function too, and (before 2.12) without a guard
     on it. This puts it back, guarded. On an error of ours, the variable stays as Dynamo
@@ -97,7 +100,7 @@ def hook(flag_path: str) -> bool:
         return False
     wrap = getattr(owner, name)
 
-    def wrap_with_our_variables(builder: Any, value: Any) -> Any:
+    def wrap_with_our_variables(builder: Builder, value: Any) -> Any:
         try:
             variable = _ours(builder, value, flag_path, wrap)
         except dynamo_own_errors():
@@ -135,7 +138,7 @@ def _hook_sourceless(flag_path: str) -> None:
     descriptor = owner.__dict__[name]
     original = getattr(owner, name)
 
-    def create_or_spec_method(tx: Any, value: Any) -> Any:
+    def create_or_spec_method(tx: Translator, value: Any) -> Any:
         try:
             return original(tx, value)
         except TypeError:

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Callable
 
+from ..substitutions import library_of_function
 from .seam import patches
 from .seam.log_format import GRAPH_BREAK_LOGGER, graph_break_report, read_graph_break
 
@@ -79,19 +80,6 @@ _PRODUCTS = ((f"ray{os.sep}rllib{os.sep}", "RLlib"),)
 _SITE_DIRS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
-def _library_of_name(name: str) -> str:
-    """The tree library of a qualified function name, or "".
-
-    >>> _library_of_name("optree.tree_map"), _library_of_name("tree.flatten")
-    ('optree', 'dm-tree')
-    """
-    if name.startswith(("torch.utils._pytree", "torch pytree")):
-        return "torch pytree"
-    if name.startswith("optree"):
-        return "optree"
-    return "dm-tree" if name.startswith("tree") else ""
-
-
 def _tree_library_named(report: str) -> str:
     """The tree library whose function the report's cause names (a skipped function, a C
     call Dynamo cannot trace), or ""."""
@@ -154,8 +142,8 @@ def attribute(message: str, location: str) -> str:
     'your code'
     """
     gate = _GATE.search(message)
-    if gate and _library_of_name(gate.group(1)):
-        return _library_of_name(gate.group(1))
+    if gate and library_of_function(gate.group(1)):
+        return library_of_function(gate.group(1))
     where = owner(location)
     if where in TREE_LIBRARIES or where == "dynamo-tree-compat":
         return where

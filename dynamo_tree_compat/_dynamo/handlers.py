@@ -32,21 +32,29 @@ from .dmtree import fast as dmtree_fast
 from .optree import c_layer as optree_c
 from .optree import fast as optree_fast
 from .pytree import fast as pytree_fast
-from .runtime import STATS, step_aside
+from .runtime import Event, count, step_aside
 from .seam import internals, variables
+from .seam.types import Handler, Translator, Variable
 
 __all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
 
-Handler = Callable[[Any, list[Any], dict[str, Any]], Any]
-
+#: Each library's fast paths: (library, the probe hook that turns them off, handlers).
+_FAST_PATH_TABLES: tuple[tuple[str, str, dict[str, Handler]], ...] = (
+    ("dm-tree", probes.DMTREE_FAST_PATH, dmtree_fast.HANDLERS),
+    ("optree", probes.OPTREE_FAST_PATH, optree_fast.HANDLERS),
+    ("torch pytree", probes.TORCH_PYTREE_FAST_PATH, pytree_fast.HANDLERS),
+)
 #: Shortcuts for common structures, by the original's import path.
 FAST_PATHS: dict[str, Handler] = {
-    **dmtree_fast.HANDLERS,
-    **optree_fast.HANDLERS,
-    **pytree_fast.HANDLERS,
+    name: handler for _, _, table in _FAST_PATH_TABLES for name, handler in table.items()
 }
 #: optree's C functions at Dynamo's variable level, by import path.
 OPTREE_C_LAYER: dict[str, Handler] = dict(optree_c.HANDLERS)
+#: Each handled original's library and probe hook, from the tables it is in.
+_LIBRARY: dict[str, tuple[str, str]] = {
+    **{name: ("optree", probes.OPTREE_C_LAYER) for name in OPTREE_C_LAYER},
+    **{name: (lib, hook) for lib, hook, table in _FAST_PATH_TABLES for name in table},
+}
 
 #: id(original) -> (original, its import path, the mode flag's path, torch's way or None,
 #: our way or None); set by the registration.
@@ -56,28 +64,27 @@ HANDLED: dict[int, tuple[Callable[..., Any], str, str, Any, Any]] = {}
 def _handler(name: str) -> Handler | None:
     if name in OPTREE_C_LAYER:
         return OPTREE_C_LAYER[name] if probes.is_on(probes.OPTREE_C_LAYER) else None
-    if config.fast_path and probes.is_on(probes.fast_path_hook(name)):
-        return FAST_PATHS.get(name)
-    return None
+    handler = FAST_PATHS.get(name)
+    if handler is None or not config.fast_path or not probes.is_on(_LIBRARY[name][1]):
+        return None
+    return handler
 
 
-def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
+def _run(handler: Handler, name: str, tx: Translator, args: Any, kwargs: Any) -> Any:
     """The handler's variable, or None where the call goes the other way."""
     try:
         result = handler(tx, list(args), dict(kwargs))
     except Cycle:  # run eagerly, the call raises optree's own error
         return cycle_break(name, tx)
     except Fallback:
-        STATS["fallback:" + name] += 1
+        count(Event.FALLBACK, name)
         return None
     except dynamo_own_errors():
         raise  # the user's own error, or a graph break
     except RecursionError as error:  # Dynamo's own reading of a deep structure (torch
         # 2.8: from about 190 levels in) recurses past Python's limit: as past our limit
-        library = "dm-tree" if name.startswith("tree.") else "optree"
-        if name.startswith("torch."):
-            library = "torch pytree"
         try:
+            library = _LIBRARY[name][0]
             return too_deep(tx, name, "this Dynamo reads in Python's recursion limit", library)
         except dynamo_own_errors():
             raise
@@ -95,11 +102,13 @@ def _run(handler: Handler, name: str, tx: Any, args: Any, kwargs: Any) -> Any:
         else:
             step_aside(name, error)
         return None
-    STATS["taken:" + name] += 1
+    count(Event.TAKEN, name)
     return result
 
 
-def _route(variable: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _route(
+    variable: Variable, tx: Translator, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     """The result of a registered original's call, by this package's handler or by the
     way it names (optree's Python code over the C layer, or torch's way); None for
     Dynamo's own handling."""
@@ -112,8 +121,12 @@ def _route(variable: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> A
     if not entry or entry[0] is not fn:
         return None
     _, name, flag_path, torch_way, our_way = entry
-    flag_on = flag_is_on(flag_path)
-    handler = _handler(name) if flag_on else None
+    try:
+        flag_on = flag_is_on(flag_path)
+        handler = _handler(name) if flag_on else None
+    except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
+        step_aside(f"the handler of {name}", error)
+        return None
     if handler is not None:
         result = _run(handler, name, tx, args, kwargs)
         if result is not None:

@@ -24,7 +24,6 @@ __all__ = [
     "OPTREE_C_LAYER",
     "OPTREE_FAST_PATH",
     "TORCH_PYTREE_FAST_PATH",
-    "fast_path_hook",
     "is_on",
     "layer_off",
     "probe",
@@ -81,15 +80,6 @@ def layer_off(library: str) -> str | None:
         if hook in HOOKS_OFF:
             return f"{hook}: {HOOKS_OFF[hook]}"
     return None
-
-
-def fast_path_hook(name: str) -> str:
-    """The probe hook of the fast path that handles the original named ``name``."""
-    if name.startswith("tree."):
-        return DMTREE_FAST_PATH
-    if name.startswith("torch.utils._pytree."):
-        return TORCH_PYTREE_FAST_PATH
-    return OPTREE_FAST_PATH
 
 
 def is_on(hook: str) -> bool:

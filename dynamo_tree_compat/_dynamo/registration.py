@@ -15,6 +15,7 @@ from .common.reading import dynamo_own_errors
 from .handlers import FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
 from .runtime import LOG, step_aside, traced
 from .seam import internals, patches
+from .seam.types import Builder
 
 __all__ = [
     "SUBSTITUTE_UNAVAILABLE",
@@ -94,7 +95,7 @@ def route(
     if handled_class is not None:
         HANDLED[id(original)] = (original, name, flag_path, torch_way, our_way)
 
-    def dispatch_with_flag_guard(builder: Any, value: Any) -> Any:
+    def dispatch_with_flag_guard(builder: Builder, value: Any) -> Any:
         LOG.debug("Dynamo met %s: tracing its twin", name)
         try:
             tx = internals.read(builder, "tx")

@@ -7,8 +7,10 @@ torch's autoload entry point loads it, with :mod:`.seam.lock`.
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 import sys
+from typing import NamedTuple
 
 __all__ = [
     "HOOKS_OFF",
@@ -16,6 +18,10 @@ __all__ = [
     "LOG_NAME",
     "STATS",
     "TRACED_CODE",
+    "Counted",
+    "Event",
+    "count",
+    "counted",
     "half_imported",
     "step_aside",
     "traced",
@@ -37,10 +43,44 @@ def half_imported(module_name: str) -> bool:
 LOG_NAME = "dynamo_tree_compat"
 LOG = logging.getLogger(LOG_NAME)
 
-#: Counts by ``"<event>:<function>"``: ``taken`` and ``fallback`` (fast paths), ``break``,
-#: ``skip frame`` and ``cycle`` (graph breaks by design), ``stepped aside`` (an
-#: unexpected error in this package's code while tracing; the call went the other way).
-STATS: collections.Counter[str] = collections.Counter()
+
+class Event(enum.Enum):
+    """What happened to a traced call, as :data:`STATS` counts it."""
+
+    TAKEN = "taken"  # a fast path or handler gave the result
+    FALLBACK = "fallback"  # a fast path handed the call on
+    BREAK = "break"  # a graph break by design: the call runs eagerly
+    SKIP_FRAME = "skip frame"  # the whole frame runs eagerly
+    CYCLE = "cycle"  # a structure that contains itself
+    STEPPED_ASIDE = "stepped aside"  # an unexpected error of ours: the other way
+
+
+class Counted(NamedTuple):
+    """One kind of :data:`STATS` count: an event, and the function or place it names."""
+
+    event: Event
+    what: str
+
+
+#: Counts of what happened to traced calls.
+STATS: collections.Counter[Counted] = collections.Counter()
+
+
+def count(event: Event, what: str) -> None:
+    """Counts ``event`` for ``what``."""
+    STATS[Counted(event, what)] += 1
+
+
+def counted(event: Event) -> collections.Counter[str]:
+    """The counts of ``event``, by what they name.
+
+    >>> count(Event.CYCLE, "example"); counted(Event.CYCLE)["example"] >= 1
+    True
+    """
+    return collections.Counter(
+        {found.what: number for found, number in STATS.items() if found.event is event}
+    )
+
 
 #: Private hooks turned off for this process: hook name -> why.
 HOOKS_OFF: dict[str, str] = {}
@@ -58,12 +98,12 @@ _logged: set[str] = set()
 def step_aside(where: str, error: BaseException) -> None:
     """Counts an unexpected error in this package's code while tracing; logs it once.
 
-    >>> before = STATS["stepped aside:example"]
+    >>> before = counted(Event.STEPPED_ASIDE)["example"]
     >>> step_aside("example", KeyError("x"))
-    >>> STATS["stepped aside:example"] - before
+    >>> counted(Event.STEPPED_ASIDE)["example"] - before
     1
     """
-    STATS["stepped aside:" + where] += 1
+    count(Event.STEPPED_ASIDE, where)
     if where not in _logged:
         _logged.add(where)
         LOG.warning(

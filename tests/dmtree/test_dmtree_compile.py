@@ -331,12 +331,12 @@ def compile_and_compare(names: list[str], fast_path: bool, spec: Spec) -> None:
         assert_identical(expected, compiled(every_call)(build(spec, tensor_leaves)))
     finally:
         config.fast_path = saved
-    taken = {key for key in _dynamo.STATS if key.startswith("taken:")}
+    taken = set(_dynamo.counted(_dynamo.Event.TAKEN))
     if not fast_path:
         assert not taken
     elif is_plain(spec):
-        assert {f"taken:tree.{FAST_CALLS[n]}" for n in names if n in FAST_CALLS} <= taken
-        assert not any(key.startswith("fallback:") for key in _dynamo.STATS)
+        assert {f"tree.{FAST_CALLS[n]}" for n in names if n in FAST_CALLS} <= taken
+        assert not _dynamo.counted(_dynamo.Event.FALLBACK)
 
 
 @pytest.mark.parametrize(

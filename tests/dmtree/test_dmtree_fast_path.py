@@ -17,6 +17,7 @@ import torch
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, config
+from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat._dynamo.seam import internals, variables
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.dynamo_support import needs_dynamo, new_defaultdict
@@ -74,7 +75,7 @@ def test_taken_for_dicts_lists_and_tuples_built_inside(name: str) -> None:
     torch._dynamo.reset()
     _dynamo.STATS.clear()
     assert_identical(body(x), compiled(body)(x))
-    assert name in stats("taken:") and not stats("fallback:")
+    assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
@@ -87,7 +88,7 @@ def test_taken_for_inputs_with_constants_symbols_and_parameters(name: str) -> No
     }
     # In a function of ours: torch 2.11 runs a compiled C function (tree.flatten) eagerly.
     assert_identical(CALLS[name](structure), compiled(lambda s: CALLS[name](s))(structure))
-    assert name in stats("taken:") and not stats("fallback:")
+    assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)
 
 
 def test_map_structure_calls_func_in_sorted_key_order_and_keeps_insertion_order() -> None:
@@ -103,7 +104,7 @@ def test_map_structure_calls_func_in_sorted_key_order_and_keeps_insertion_order(
     compiled_seen: list[Any] = []
     assert_identical(body(x, eager_seen), compiled(body)(x, compiled_seen))
     assert compiled_seen == eager_seen == [("a", 0), ("a", 1, "c"), ("a", 1, "z"), ("b",)]
-    assert stats("taken:") == {"tree.map_structure_with_path"}
+    assert stats(Event.TAKEN) == {"tree.map_structure_with_path"}
 
 
 class Colour(enum.Enum):
@@ -158,8 +159,8 @@ def test_falls_back_to_the_twin_before_any_user_call(case: str) -> None:
     compiled_seen: list[Any] = []
     assert_identical(body(x, eager_seen), compiled(body)(x, compiled_seen))
     assert compiled_seen == eager_seen
-    assert {"tree.map_structure", "tree.flatten_with_path"} <= stats("fallback:")
-    assert not stats("taken:")
+    assert {"tree.map_structure", "tree.flatten_with_path"} <= stats(Event.FALLBACK)
+    assert not stats(Event.TAKEN)
 
 
 def test_structures_that_differ_fall_back_and_keep_dm_tree_semantics() -> None:
@@ -170,7 +171,7 @@ def test_structures_that_differ_fall_back_and_keep_dm_tree_semantics() -> None:
     x = torch.ones(2)
     assert outcome(body, x)[0] == "raised"
     assert outcome(compiled(body, fullgraph=False), x) == outcome(body, x)
-    assert "tree.map_structure" in stats("fallback:")
+    assert "tree.map_structure" in stats(Event.FALLBACK)
 
 
 @pytest.mark.parametrize(
@@ -207,7 +208,7 @@ def test_errors_come_from_the_twin_word_for_word(body: Callable[[torch.Tensor], 
     expected = outcome(body, x)
     assert expected[0] == "raised"
     assert outcome(compiled(body, fullgraph=False), x) == expected
-    assert stats("fallback:") and not stats("taken:")
+    assert stats(Event.FALLBACK) and not stats(Event.TAKEN)
 
 
 def test_results_are_new_containers_and_see_earlier_mutation() -> None:
@@ -227,7 +228,7 @@ def test_results_are_new_containers_and_see_earlier_mutation() -> None:
     eager_inputs, compiled_inputs = inputs(), inputs()
     assert_identical(body(*eager_inputs), compiled(body)(*compiled_inputs))
     assert_identical(eager_inputs, compiled_inputs)
-    assert stats("taken:") == {"tree.flatten", "tree.map_structure"}
+    assert stats(Event.TAKEN) == {"tree.flatten", "tree.map_structure"}
 
 
 def test_a_graph_break_inside_func_behaves_as_with_the_twin() -> None:
@@ -249,7 +250,7 @@ def test_disabled_mode_takes_no_fast_path() -> None:
             tree.flatten(benchmark_structure(x)),
             compiled(lambda x: tree.flatten(benchmark_structure(x)), fullgraph=False)(x),
         )
-    assert not stats("taken:")
+    assert not stats(Event.TAKEN)
 
 
 def test_forced_off_traces_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -289,7 +290,7 @@ def test_taken_up_to_the_traced_depth_limit(name: str) -> None:
     actual = compiled(body)(x)
     with deep_recursion():
         assert_identical(body(x), actual)
-    assert name in stats("taken:") and not stats("fallback:")
+    assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)
 
 
 def test_past_the_traced_depth_limit_the_graph_ends_naming_it() -> None:
@@ -304,7 +305,7 @@ def test_past_the_traced_depth_limit_the_graph_ends_naming_it() -> None:
     torch._dynamo.reset()
     with deep_recursion():  # the frame runs eagerly, in dm-tree's C code, which recurses
         assert_identical(body(x), compiled(body, fullgraph=False)(x))
-    assert stats("skip frame:") == {"tree.flatten"}
+    assert stats(Event.SKIP_FRAME) == {"tree.flatten"}
 
 
 @pytest.mark.parametrize("top_down", [True, False], ids=["top down", "bottom up"])
@@ -320,4 +321,4 @@ def test_traverse_maps_to_none_with_dm_tree_s_object(top_down: bool) -> None:
 
     x = torch.ones(2)
     assert_identical(body(x), compiled(body)(x))
-    assert stats("taken:") == {"tree.traverse"}
+    assert stats(Event.TAKEN) == {"tree.traverse"}

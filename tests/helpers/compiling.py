@@ -32,7 +32,6 @@ def compiled(function: Callable[..., Any], fullgraph: bool = True) -> Callable[.
     return torch.compile(function, fullgraph=fullgraph, backend="eager")
 
 
-def stats(prefix: str) -> set[str]:
-    """The calls counted under ``prefix`` ("taken:", "fallback:", "cycle:")."""
-    counted = _dynamo.STATS
-    return {key.removeprefix(prefix) for key in counted if key.startswith(prefix)}
+def stats(event: Any) -> set[str]:
+    """The calls counted for ``event`` (``_dynamo.Event.TAKEN``, ``FALLBACK``, ``CYCLE``)."""
+    return set(_dynamo.counted(event))

@@ -112,7 +112,7 @@ def test_the_workload_traces_in_one_graph_without_faults(fresh: None) -> None:
     expected = workload(x, queue)
     actual = torch.compile(workload, backend="eager", fullgraph=True)(*_inputs())
     assert_identical(expected, actual)
-    assert not any(key.startswith("stepped aside:") for key in _dynamo.STATS)
+    assert not _dynamo.counted(_dynamo.Event.STEPPED_ASIDE)
 
 
 @pytest.mark.parametrize(("module", "name"), SEAM)
@@ -201,7 +201,7 @@ def test_a_recursion_error_while_reading_runs_the_frame_eagerly(
         torch.compile(body, backend="eager", fullgraph=True)(x)
     torch._dynamo.reset()
     assert_identical(body(x), torch.compile(body, backend="eager")(x))
-    assert _dynamo.STATS["skip frame:tree.flatten"] >= 1
+    assert _dynamo.counted(_dynamo.Event.SKIP_FRAME)["tree.flatten"] >= 1
 
 
 def _type_of_a_proxy(x: torch.Tensor) -> Any:

@@ -243,3 +243,21 @@ def _defined(tree: ast.Module) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update(target.id for target in targets if isinstance(target, ast.Name))
     return names
+
+
+#: The modules outside ``_dynamo`` that reach past its contract, and into what: the
+#: light modules autoload loads, and the graph-break records.
+PAST_THE_CONTRACT = {
+    f"{ROOT}.activation": {f"{ROOT}._dynamo.runtime", f"{ROOT}._dynamo.seam.lock"},
+    f"{ROOT}.explain": {f"{ROOT}._dynamo.graph_breaks"},
+    f"{ROOT}.pytest_plugin": {f"{ROOT}._dynamo.graph_breaks"},
+}
+
+
+def test_outside_dynamo_only_the_contract_is_used() -> None:
+    past: dict[str, set[str]] = {}
+    for found in imports():
+        inside = found.importer.startswith(f"{ROOT}._dynamo")
+        if not inside and found.imported.startswith(f"{ROOT}._dynamo."):
+            past.setdefault(found.importer, set()).add(found.imported)
+    assert past == PAST_THE_CONTRACT

@@ -17,6 +17,7 @@ import torch
 import torch.utils._pytree as pytree
 import tree
 
+from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat._dynamo.seam import internals, making
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.dynamo_support import needs_dynamo
@@ -90,7 +91,7 @@ def test_a_path_is_made_where_the_function_reads_it(call: str, func: str) -> Non
 
     x = torch.arange(3.0)
     assert_identical(body(x), compiled(body)(x))
-    assert not stats("fallback:")
+    assert not stats(Event.FALLBACK)
 
 
 @needs_dynamo("tuple subclass")  # the accessor returned: Dynamo reads optree's class
@@ -103,4 +104,4 @@ def test_an_accessor_is_a_placeholder_only_where_never_read() -> None:
 
     x = torch.arange(3.0)
     assert_identical(body(x), compiled(body)(x))
-    assert "optree.tree_map_with_accessor" in stats("taken:")
+    assert "optree.tree_map_with_accessor" in stats(Event.TAKEN)

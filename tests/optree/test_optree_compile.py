@@ -21,6 +21,7 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, installer
 from dynamo_tree_compat._dynamo import builder_hooks
+from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat.outcomes import Kind
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.structures import COMPILED_EXAMPLES, assert_identical, outcome
@@ -291,7 +292,7 @@ def test_optree_errors_become_a_graph_break_then_optrees_own_error() -> None:
         body(torch.ones(1))
     with pytest.raises(ValueError, match="Too many leaves"):
         compiled(body, fullgraph=False)(torch.ones(1))
-    assert stats("break:") == {"PyTreeSpec.unflatten"}
+    assert stats(Event.BREAK) == {"PyTreeSpec.unflatten"}
 
 
 @needs_dynamo("optree without the package")
@@ -303,9 +304,9 @@ def test_disabled_mode_leaves_optree_to_torch() -> None:
     with dynamo_tree_compat.disabled():
         spec = compiled(body)(x)[1]
     assert type(spec) is not optree.PyTreeSpec  # torch's polyfill spec
-    assert not stats("taken:")
+    assert not stats(Event.TAKEN)
     spec = compiled(body)(x)[1]  # the mode is guarded: recompiled, ours again
-    assert type(spec) is optree.PyTreeSpec and stats("taken:") == {"optree.tree_flatten"}
+    assert type(spec) is optree.PyTreeSpec and stats(Event.TAKEN) == {"optree.tree_flatten"}
 
 
 def _ours(function: Any) -> bool:

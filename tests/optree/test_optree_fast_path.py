@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo
+from dynamo_tree_compat._dynamo.runtime import Event
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.dynamo_support import TORCH, dynamo_traces, needs_dynamo, require_dynamo
 from tests.helpers.structures import (
@@ -69,7 +70,7 @@ def test_taken_and_exact_for_plain_structures(name: str) -> None:
 
     x = torch.arange(2.0)
     assert_identical(body(x), compiled(body)(x))
-    assert stats("taken:") == {name} and not stats("fallback:")
+    assert stats(Event.TAKEN) == {name} and not stats(Event.FALLBACK)
 
 
 def test_func_is_called_in_optree_order_not_insertion_order() -> None:
@@ -83,7 +84,7 @@ def test_func_is_called_in_optree_order_not_insertion_order() -> None:
     x = torch.ones(2)
     expected = body(x, [])
     assert_identical(expected, compiled(body)(x, []))
-    assert stats("taken:") == {"optree.tree_map"}
+    assert stats(Event.TAKEN) == {"optree.tree_map"}
     torch._dynamo.reset()
     require_dynamo("optree without the package")
     with dynamo_tree_compat.disabled():  # torch's own fast path calls in insertion order
@@ -115,7 +116,7 @@ def test_an_unread_accessor_costs_nothing() -> None:
     every torch (Dynamo need not read optree's PyTreeAccessor, a tuple subclass)."""
     x = torch.arange(2.0)
     assert_identical(_accessor_maps(x), compiled(_accessor_maps)(x))
-    assert stats("taken:") == {"optree.tree_map_with_accessor"} and not stats("fallback:")
+    assert stats(Event.TAKEN) == {"optree.tree_map_with_accessor"} and not stats(Event.FALLBACK)
 
 
 @needs_dynamo("tuple subclass")
@@ -133,7 +134,7 @@ def test_accessors_are_built_only_where_func_reads_them() -> None:
     got = compiled(body)(x)
     assert_identical(expected, got)
     assert repr(got) == repr(expected)  # PyTreeAccessor and its entries, type and all
-    assert stats("taken:") == {"optree.tree_map_with_accessor"} and not stats("fallback:")
+    assert stats(Event.TAKEN) == {"optree.tree_map_with_accessor"} and not stats(Event.FALLBACK)
 
 
 def test_dict_insertion_ordered_mode_is_guarded() -> None:
@@ -164,7 +165,7 @@ def test_anything_else_goes_to_optrees_own_code(case: str) -> None:
     body = FALLBACKS[case]
     x = torch.ones(2)
     assert_identical(body(x), compiled(body)(x))
-    assert stats("fallback:") and stats("taken:") == {"optree._C.flatten"}
+    assert stats(Event.FALLBACK) and stats(Event.TAKEN) == {"optree._C.flatten"}
 
 
 @needs_dynamo("optree without the package")
@@ -233,7 +234,7 @@ def test_generated_plain_structures_trace_like_eager(spec: Spec, none_is_leaf: b
     _dynamo.STATS.clear()
     expected = body(build(spec, tensor_leaves))
     assert_identical(expected, compiled(body)(build(spec, tensor_leaves)))
-    assert stats("taken:") == set(NAMES)
+    assert stats(Event.TAKEN) == set(NAMES)
 
 
 def test_a_structure_that_contains_itself_is_a_clear_error_not_a_hang() -> None:
@@ -248,4 +249,4 @@ def test_a_structure_that_contains_itself_is_a_clear_error_not_a_hang() -> None:
         body(torch.ones(1))
     with pytest.raises(torch._dynamo.exc.Unsupported, match="contains itself"):
         compiled(body)(torch.ones(1))
-    assert stats("cycle:") == {"optree.tree_leaves"}
+    assert stats(Event.CYCLE) == {"optree.tree_leaves"}

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo
+from dynamo_tree_compat._dynamo.runtime import Event
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
@@ -136,7 +137,7 @@ def test_plain_structures_take_the_fast_path_and_match_eager() -> None:
     body = _calls(_plain)
     x = torch.ones(2)
     assert_identical(body(x), compiled(body)(x))
-    assert stats("taken:") >= OURS
+    assert stats(Event.TAKEN) >= OURS
 
 
 def test_other_nodes_go_torch_s_way_and_match_eager() -> None:
@@ -147,7 +148,7 @@ def test_other_nodes_go_torch_s_way_and_match_eager() -> None:
     x = torch.ones(2)
     # Not fullgraph: Dynamo 2.9 fails to trace torch's two-tree map over Pair, package or not.
     assert_identical(body(x), compiled(body, fullgraph=False)(x))
-    assert not stats("taken:") & OURS
+    assert not stats(Event.TAKEN) & OURS
 
 
 def test_is_leaf_and_a_different_second_tree_go_torch_s_way() -> None:
@@ -160,7 +161,7 @@ def test_is_leaf_and_a_different_second_tree_go_torch_s_way() -> None:
 
     x = torch.ones(2)
     assert_identical(body(x), compiled(body)(x))
-    assert LEAVES in stats("fallback:")
+    assert LEAVES in stats(Event.FALLBACK)
 
 
 def test_a_mismatch_raises_torch_s_own_error() -> None:
@@ -188,7 +189,7 @@ def test_disabled_leaves_torch_s_way() -> None:
     x = torch.ones(2)
     with dynamo_tree_compat.disabled():
         assert_identical(body(x), compiled(body)(x))
-    assert not stats("taken:") & OURS
+    assert not stats(Event.TAKEN) & OURS
 
 
 @settings(max_examples=COMPILED_EXAMPLES, deadline=None)
@@ -235,7 +236,7 @@ def test_a_spec_from_outside_the_graph_goes_torch_s_way_and_guards() -> None:
     for tree in ({"a": [x, x]}, (x, {"b": x})):
         leaves, spec = pytree.tree_flatten(tree)
         assert_identical(body(leaves, spec), run(leaves, spec))
-    assert PREFIX + "tree_unflatten" in stats("fallback:")
+    assert PREFIX + "tree_unflatten" in stats(Event.FALLBACK)
 
 
 def test_is_leaf_goes_torch_s_way() -> None:
@@ -245,7 +246,7 @@ def test_is_leaf_goes_torch_s_way() -> None:
 
     x = torch.ones(2)
     assert_identical(body(x), compiled(body)(x))
-    assert PREFIX + "tree_flatten" in stats("fallback:")
+    assert PREFIX + "tree_flatten" in stats(Event.FALLBACK)
 
 
 def test_tree_map_only_with_a_predicate_calls_it_and_func_in_torch_s_order() -> None:
@@ -286,7 +287,7 @@ def test_a_wrong_leaf_count_raises_torch_s_own_error() -> None:
     with pytest.raises(ValueError) as traced:  # the error torch's own unflatten raises
         compiled(body, fullgraph=False)(torch.ones(2))
     assert str(traced.value) == str(eager.value)
-    assert PREFIX + "tree_unflatten" in stats("fallback:")
+    assert PREFIX + "tree_unflatten" in stats(Event.FALLBACK)
 
 
 def test_a_spec_made_in_the_graph_leaves_it_equal_to_eager_s() -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..seam import internals
+from ..seam.types import Source, Translator
 
 __all__ = [
     "flag_is_on",
@@ -43,7 +44,7 @@ ORDER_PROBES: dict[str, _Probe] = {}
 REGISTRY_PROBES: dict[str, _Probe] = {}
 
 
-def _guard_attribute(tx: Any, holder: Any, name: str, prefix: str) -> None:
+def _guard_attribute(tx: Translator, holder: Any, name: str, prefix: str) -> None:
     """Guards on ``holder.<name>``, read through a global of the compiled code."""
     s = internals.sources()
     holder_source = s.Global(internals.install_global(tx, prefix, holder))
@@ -56,13 +57,13 @@ def flag_is_on(flag_path: str) -> bool:
     return bool(getattr(sys.modules.get(module), name, False))
 
 
-def guard_flag(tx: Any, flag_path: str) -> None:
+def guard_flag(tx: Translator, flag_path: str) -> None:
     """Makes the graph being traced guard on the module attribute at ``flag_path``."""
     module, _, name = flag_path.rpartition(".")
     _guard_attribute(tx, sys.modules[module], name, "__dtc_flag_module")
 
 
-def guard_dict_order(tx: Any, namespace: str) -> None:
+def guard_dict_order(tx: Translator, namespace: str) -> None:
     """Recompiles when optree's dict-order mode for ``namespace`` changes."""
     import optree._C
 
@@ -84,7 +85,7 @@ def _registry_probe(cls: type, namespace: str) -> Callable[[], tuple[int, int] |
     return probe
 
 
-def guard_registration(tx: Any, cls: type, namespace: str) -> None:
+def guard_registration(tx: Translator, cls: type, namespace: str) -> None:
     """Recompiles when ``cls`` is registered or unregistered with optree later."""
     key = f"{cls.__module__}.{cls.__qualname__}@{id(cls)}|{namespace}"
     if key not in REGISTRY_PROBES:
@@ -92,7 +93,7 @@ def guard_registration(tx: Any, cls: type, namespace: str) -> None:
     _guard_attribute(tx, REGISTRY_PROBES[key], "state", "__dtc_registration")
 
 
-def spec_text_source(source: Any) -> Any:
+def spec_text_source(source: Source) -> Any:
     """A guard's source for ``repr(spec.__getstate__())``: all a spec holds, in order.
 
     Two specs can be equal, with equal ``repr``, and still unflatten a dict's keys in

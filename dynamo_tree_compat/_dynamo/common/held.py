@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..seam import internals
+from ..seam.types import Codegen
 from .reading import breaks_on_error
 
 __all__ = ["HeldConstant"]
@@ -23,5 +24,5 @@ class HeldConstant:
         return self.value
 
     @breaks_on_error("reconstructing a constant of the graph")
-    def reconstruct(self, codegen: Any) -> None:
+    def reconstruct(self, codegen: Codegen) -> None:
         internals.load_global(codegen, "__dtc_constant", self.value)

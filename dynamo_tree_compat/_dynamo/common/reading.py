@@ -7,13 +7,15 @@ yet) or :func:`unsupported` (a graph break; the call then runs eagerly).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ..runtime import STATS, step_aside
+from ..runtime import Event, count, step_aside
 from ..seam import capabilities, internals, making, patches
+from ..seam.types import Translator, Variable
 from .bytecode import trivial_body_of
 
 if TYPE_CHECKING:
@@ -32,7 +34,9 @@ __all__ = [
     "OPTREE_MAX_DEPTH",
     "TUPLE",
     "Cycle",
+    "DictKey",
     "Fallback",
+    "Node",
     "bind",
     "breaks_on_error",
     "call_func",
@@ -95,8 +99,25 @@ class Cycle(Exception):
     """The structure contains itself: optree raises RecursionError (torch's way loops)."""
 
 
-def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, list[Any]]:
-    """(kind, variable, dict keys as (key, tracker, key variable), children).
+class DictKey(NamedTuple):
+    """A dict key as read: its value, Dynamo's tracker of it, and its variable."""
+
+    key: Any
+    tracker: Any
+    variable: Variable
+
+
+class Node(NamedTuple):
+    """One node of a structure, read from Dynamo's variables."""
+
+    kind: int  # LEAF, LIST, TUPLE or DICT
+    variable: Variable  # the node's variable (realized)
+    keys: list[DictKey] | None  # a dict's keys; None for other nodes
+    children: list[Any]  # the children's variables; [] for a leaf
+
+
+def node(variable: Variable, sort: bool = True) -> Node:
+    """The node ``variable`` stands for.
 
     Dict keys come sorted, as dm-tree takes them, or with ``sort=False`` in insertion
     order (optree's C code then orders them itself). Raises :class:`Fallback` on
@@ -106,12 +127,8 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
     variable = internals.realized(variable)
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
-        return (
-            (LIST if cls is k.List else TUPLE),
-            variable,
-            None,
-            list(internals.read(variable, "items")),
-        )
+        kind = LIST if cls is k.List else TUPLE
+        return Node(kind, variable, None, list(internals.read(variable, "items")))
     if cls is k.Dict and internals.dict_class(variable) is dict:
         entries = []
         for key_variable, tracker, value in internals.dict_entries(variable):
@@ -131,26 +148,28 @@ def node(variable: Any, sort: bool = True) -> tuple[int, Any, list[Any] | None, 
                 entries.sort(key=lambda entry: entry[0])
         except TypeError:  # unsortable keys: the twin raises dm-tree's error
             raise Fallback from None
-        return DICT, variable, [entry[:3] for entry in entries], [entry[3] for entry in entries]
+        keys = [DictKey(*entry[:3]) for entry in entries]
+        return Node(DICT, variable, keys, [entry[3] for entry in entries])
     if (
         (cls is k.Tensor and internals.call(variable, "python_type") in k.tensor_types)
         or (cls is k.Constant and type(internals.read(variable, "value")) in CONSTANT_TYPES)
         or cls is k.Symbol
     ):
-        return LEAF, variable, None, []
+        return Node(LEAF, variable, None, [])
     raise Fallback
 
 
-def counted_break(count: str, gb_type: str, what: str, explanation: str, hint: str) -> Any:
-    """Ends the graph at the user's call, counted as ``count:what``; it then runs eagerly."""
-    STATS[f"{count}:{what}"] += 1
+def counted_break(event: Event, gb_type: str, what: str, explanation: str, hint: str) -> Any:
+    """Ends the graph at the user's call, counted as ``event`` for ``what``; it then runs
+    eagerly."""
+    count(event, what)
     return internals.graph_break(gb_type, what, explanation, hint)
 
 
 def unsupported(what: str, why: str, library: str = "optree") -> Any:
     """Ends the graph here: the call then runs eagerly, in the library's own C code."""
     return counted_break(
-        "break",
+        Event.BREAK,
         f"{library} call dynamo-tree-compat does not trace",
         what,
         f"{what}: {why}. It runs eagerly instead, with {library}'s own result.",
@@ -159,7 +178,7 @@ def unsupported(what: str, why: str, library: str = "optree") -> Any:
 
 
 def too_deep(
-    tx: Any, what: str, limit: int | str = OPTREE_MAX_DEPTH, library: str = "optree"
+    tx: Translator, what: str, limit: int | str = OPTREE_MAX_DEPTH, library: str = "optree"
 ) -> Any:
     """Past ``limit`` (a depth, or what stops there): with fullgraph, the graph break
     naming it. Without, the whole frame runs eagerly (from then on): resuming after a
@@ -169,12 +188,12 @@ def too_deep(
     why = f"the structure is deeper than {limit}"
     if internals.is_fullgraph(tx):
         return unsupported(what, why, library)
-    STATS["skip frame:" + what] += 1
+    count(Event.SKIP_FRAME, what)
     _skip_frame(tx, f"{what}: {why}; dynamo-tree-compat runs this frame eagerly")
     return unsupported(what, why, library)  # where the frame cannot be skipped
 
 
-def _skip_frame(tx: Any, message: str) -> None:
+def _skip_frame(tx: Translator, message: str) -> None:
     """Runs the whole frame eagerly: Dynamo's exception leaves here. Returns where this
     Dynamo cannot, or the attempt failed (then logged and counted)."""
     try:
@@ -192,7 +211,7 @@ def stepped_aside_break(where: str, error: BaseException) -> Any:
     ended as a graph break: the call then runs eagerly, with eager's result."""
     step_aside(where, error)
     return counted_break(
-        "break",
+        Event.BREAK,
         "dynamo-tree-compat stepped aside",
         where,
         f"{where}: {type(error).__name__}: {error}. It runs eagerly instead.",
@@ -219,7 +238,7 @@ def breaks_on_error(where: str) -> Callable[[Method], Method]:
     return decorate
 
 
-def cycle_break(what: str, tx: Any = None) -> Any:
+def cycle_break(what: str, tx: Translator = None) -> Any:
     """A structure that contains itself: run eagerly, the call raises optree's own error."""
     try:
         recurses = tx is not None and not internals.is_fullgraph(tx)
@@ -228,10 +247,10 @@ def cycle_break(what: str, tx: Any = None) -> Any:
         step_aside("the check for a cycle's graph break", error)
         recurses = False
     if recurses:  # a graph break would have Dynamo recurse without end: skip the frame
-        STATS["cycle:" + what] += 1
+        count(Event.CYCLE, what)
         _skip_frame(tx, f"{what} raises RecursionError: {OPTREE_RECURSION}")
     return counted_break(
-        "cycle",
+        Event.CYCLE,
         "optree call on a structure that contains itself",
         what,
         f"{what} raises RecursionError: {OPTREE_RECURSION}",
@@ -244,7 +263,7 @@ def is_variable(value: Any) -> bool:
     return isinstance(value, internals.kinds().Base)
 
 
-def is_none(variable: Any) -> bool:
+def is_none(variable: Variable) -> bool:
     """Whether a variable is absent or the constant None."""
     return variable is None or constant_or(variable, ...) is None
 
@@ -281,22 +300,31 @@ def tree_options(bound: dict[str, Any], what: str, strict: bool) -> tuple[Any, b
     return predicate, found[0], found[1]
 
 
-#: The last function variable :func:`call_func` met, its trivial body, and the shared
-#: constant result: a map calls one function per leaf.
-_LAST_FUNC: list[Any] = [None, None, None]
+@dataclasses.dataclass
+class _LastFunction:
+    """The last function variable :func:`call_func` met (a map calls one per leaf), its
+    trivial body (``bytecode.trivial_body_of``), and the shared constant it returns."""
+
+    func: Any = None
+    body: tuple[str, Any, int] | None = None
+    shared: Any = None
 
 
-def call_func(tx: Any, func: Any, args: list[Any]) -> Any:
+_LAST = _LastFunction()
+
+
+def call_func(tx: Translator, func: Any, args: list[Variable]) -> Any:
     """``func(*args)`` while tracing; one that only returns an argument or a constant is
     not inlined (see ``bytecode.trivial_body_of``)."""
-    if _LAST_FUNC[0] is not func:
+    last = _LAST
+    if last.func is not func:
         body = trivial_body_of(func)
-        shared = making.constant(body[1]) if body and body[0] == "constant" else None
-        _LAST_FUNC[:] = [func, body, shared]
-    _, body, shared = _LAST_FUNC
+        last.func, last.body = func, body
+        last.shared = making.constant(body[1]) if body and body[0] == "constant" else None
+    body = last.body
     if body is None or len(args) != body[2]:
         return internals.call_function(func, tx, args, {})
-    return args[body[1]] if shared is None else shared
+    return args[body[1]] if last.shared is None else last.shared
 
 
 def made_once(make: Callable[..., Any]) -> Callable[..., Any]:
@@ -349,7 +377,7 @@ def with_first(func: Any, rows: list[list[Any]], make: Callable[[], list[Any]]) 
 _SIGNATURES: dict[Any, inspect.Signature] = {}
 
 
-def bind(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+def bind(original: Any, args: list[Variable], kwargs: dict[str, Variable]) -> dict[str, Any]:
     """A call's arguments by the original's parameter names; :class:`Fallback` where they
     do not bind (the original's own code then raises its own error)."""
     if original not in _SIGNATURES:

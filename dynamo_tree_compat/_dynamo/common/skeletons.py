@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..seam import internals, making
+from ..seam.types import Variable
 from .reading import FAST_PATH_MAX_DEPTH, LEAF, LIST, TUPLE, Cycle, Fallback, node
 
 __all__ = ["skeleton_of", "variable_of"]
 
 
 def skeleton_of(
-    variable: Any,
+    variable: Variable,
     none_is_leaf: bool,
     leaves: list[Any],
     above: list[Any],
@@ -48,8 +49,8 @@ def skeleton_of(
         return tuple(parts)
     if keys is not None:
         for key in dict_keys or []:
-            keys.setdefault((type(key[0]), key[0]), key[1])
-    return {key[0]: part for key, part in zip(dict_keys or [], parts)}
+            keys.setdefault((type(key.key), key.key), key.tracker)
+    return {key.key: part for key, part in zip(dict_keys or [], parts)}
 
 
 def variable_of(

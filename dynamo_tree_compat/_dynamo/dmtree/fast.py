@@ -12,8 +12,7 @@ The walks are iterative, so they go as deep as dm-tree's traced limit
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ... import dmtree
 from ..common.reading import (
@@ -22,6 +21,7 @@ from ..common.reading import (
     LIST,
     NOT_CONSTANT,
     TUPLE,
+    DictKey,
     Fallback,
     call_func,
     constant_or,
@@ -32,12 +32,22 @@ from ..common.reading import (
     with_first,
 )
 from ..seam import internals, making
+from ..seam.types import Handler, Translator, Variable
 
 __all__ = ["HANDLERS"]
 
-#: One node of a walk, in dm-tree's order: a leaf's number, or
-#: ``(kind, container variable, sorted keys, number of children)``.
-Entry = Any
+
+class Built(NamedTuple):
+    """A container the walk met, to be made again around its children's results."""
+
+    kind: int
+    variable: Variable
+    keys: list[DictKey] | None
+    count: int  # its children
+
+
+#: One node of a walk, in dm-tree's order: a leaf's number, or a container.
+Entry = int | Built
 
 
 class _TooDeep(Exception):
@@ -76,10 +86,10 @@ def _walk(
             else:
                 row = [first]
                 for other in variables[1:]:
-                    other_kind, other_first, _, _ = node(other)
-                    if other_kind != LEAF:
+                    other_node = node(other)
+                    if other_node.kind != LEAF:
                         raise Fallback
-                    row.append(other_first)
+                    row.append(other_node.variable)
             entries.append(len(leaves))
             leaves.append(row)
             if paths is not None:
@@ -89,20 +99,22 @@ def _walk(
             raise _TooDeep
         others = [node(other) for other in variables[1:]]
         for other in others:
-            if other[0] != kind or len(other[3]) != len(children):
+            if other.kind != kind or len(other.children) != len(children):
                 raise Fallback
-            if keys is not None and [key[0] for key in keys] != [key[0] for key in other[2]]:
+            if keys is not None and [key.key for key in keys] != [
+                key.key for key in other.keys or []
+            ]:
                 raise Fallback
-        entries.append((kind, first, keys, len(children)))
+        entries.append(Built(kind, first, keys, len(children)))
         for index in range(len(children) - 1, -1, -1):
             if paths is None:
                 step = path
             elif keys:
-                step = (*path, keys[index][2])
+                step = (*path, keys[index].variable)
             else:
                 step = (*path, index_variable(index))
             pending.append(
-                ([children[index], *(other[3][index] for other in others)], depth + 1, step)
+                ([children[index], *(other.children[index] for other in others)], depth + 1, step)
             )
     return entries, leaves
 
@@ -115,7 +127,7 @@ def _container(kind: int, first: Any, keys: Any, items: list[Any]) -> Any:
         return making.new_tuple(items)
     assert kind == DICT
     # In the dict's own order; by identity: a key tracker's hash is Python code.
-    by_tracker = {id(key[1]): item for key, item in zip(keys, items)}
+    by_tracker = {id(key.tracker): item for key, item in zip(keys, items)}
     order = [tracker for _, tracker, _ in internals.dict_entries(first)]
     return making.new_dict([(tracker, by_tracker[id(tracker)]) for tracker in order])
 
@@ -134,7 +146,10 @@ def _rebuild(entries: list[Entry], results: list[Any]) -> Any:
 
 
 def _bind(
-    args: list[Any], kwargs: dict[str, Any], names: tuple[str, ...], constants: dict[str, Any]
+    args: list[Variable],
+    kwargs: dict[str, Variable],
+    names: tuple[str, ...],
+    constants: dict[str, Any],
 ) -> list[Any]:
     """The arguments by ``names``; those in ``constants`` are optional, must be constants,
     and come as their values. Anything else raises Fallback: the twin raises dm-tree's
@@ -159,7 +174,7 @@ def _bind(
     return found
 
 
-def _callable(variable: Any) -> Any:
+def _callable(variable: Variable) -> Any:
     if not isinstance(variable, internals.kinds().callables):
         raise Fallback
     return variable
@@ -169,10 +184,10 @@ def _path_tuples(paths: list[Any]) -> list[Any]:
     return [making.new_tuple(list(path)) for path in paths]
 
 
-def _deep_enough(handler: Callable[[Any, list[Any], dict[str, Any]], Any]) -> Any:
+def _deep_enough(handler: Handler) -> Any:
     """Past dm-tree's traced depth, the handler ends the graph with a message naming it."""
 
-    def handle(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def handle(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
         try:
             return handler(tx, args, kwargs)
         except _TooDeep:
@@ -184,13 +199,13 @@ def _deep_enough(handler: Callable[[Any, list[Any], dict[str, Any]], Any]) -> An
     return handle
 
 
-def is_nested(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def is_nested(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.is_nested``."""
     (structure,) = _bind(args, kwargs, ("structure",), {})
-    return making.constant(node(structure)[0] != LEAF)
+    return making.constant(node(structure).kind != LEAF)
 
 
-def flatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def flatten(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.flatten``."""
     (structure,) = _bind(args, kwargs, ("structure",), {})
     _, leaves = _walk([structure])
@@ -202,7 +217,7 @@ def _pairs(paths: list[Any], values: list[Any]) -> Any:
     return making.new_list([making.new_tuple([path, value]) for path, value in zip(tuples, values)])
 
 
-def flatten_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def flatten_with_path(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.flatten_with_path``."""
     (structure,) = _bind(args, kwargs, ("structure",), {})
     paths: list[Any] = []
@@ -210,21 +225,23 @@ def flatten_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return _pairs(paths, [leaf[0] for leaf in leaves])
 
 
-def assert_same_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def assert_same_structure(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.assert_same_structure``."""
     a, b, _ = _bind(args, kwargs, ("a", "b", "check_types"), {"check_types": True})
     _walk([a, b])  # same exact kinds, lengths and keys: check_types is moot
     return making.constant(None)
 
 
-def _call_rows(tx: Any, func: Any, rows: list[list[Any]], paths: list[Any] | None) -> list[Any]:
+def _call_rows(
+    tx: Translator, func: Any, rows: list[list[Any]], paths: list[Any] | None
+) -> list[Any]:
     """``func`` on each row of values, after the path where there are paths."""
     if paths is not None:
         rows = with_first(func, rows, lambda: _path_tuples(paths))
     return [call_func(tx, func, row) for row in rows]
 
 
-def _map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+def _map(tx: Translator, args: list[Variable], kwargs: dict[str, Variable], with_path: bool) -> Any:
     if set(kwargs) - {"check_types"} or len(args) < 2:
         raise Fallback
     _bind([], kwargs, ("check_types",), {"check_types": True})
@@ -235,37 +252,45 @@ def _map(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> A
     return _rebuild(entries, _call_rows(tx, func, leaves, paths))
 
 
-def map_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def map_structure(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.map_structure``."""
     return _map(tx, args, kwargs, with_path=False)
 
 
-def map_structure_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def map_structure_with_path(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     """``tree.map_structure_with_path``."""
     return _map(tx, args, kwargs, with_path=True)
 
 
-def _flatten_up_to(args: list[Any], kwargs: dict[str, Any], paths: list[Any] | None) -> Any:
+def _flatten_up_to(
+    args: list[Variable], kwargs: dict[str, Variable], paths: list[Any] | None
+) -> Any:
     names = ("shallow_structure", "input_structure", "check_types")
     shallow, structure, _ = _bind(args, kwargs, names, {"check_types": True})
     _, leaves = _walk([shallow, structure], paths, up_to=True)
     return [leaf[1] for leaf in leaves]
 
 
-def flatten_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def flatten_up_to(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.flatten_up_to``: the same kinds, lengths and keys down to the shallow
     structure's leaves (else the twin raises dm-tree's error)."""
     return making.new_list(_flatten_up_to(args, kwargs, None))
 
 
-def flatten_with_path_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def flatten_with_path_up_to(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     """``tree.flatten_with_path_up_to``."""
     paths: list[Any] = []
     values = _flatten_up_to(args, kwargs, paths)
     return _pairs(paths, values)
 
 
-def _map_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+def _map_up_to(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable], with_path: bool
+) -> Any:
     if set(kwargs) - {"check_types"} or len(args) < 3:
         raise Fallback
     _bind([], kwargs, ("check_types",), {"check_types": True})  # ignored, as in dm-tree
@@ -276,17 +301,19 @@ def _map_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool
     return _rebuild(entries, _call_rows(tx, func, rows, paths))
 
 
-def map_structure_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def map_structure_up_to(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.map_structure_up_to``."""
     return _map_up_to(tx, args, kwargs, with_path=False)
 
 
-def map_structure_with_path_up_to(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def map_structure_with_path_up_to(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     """``tree.map_structure_with_path_up_to``."""
     return _map_up_to(tx, args, kwargs, with_path=True)
 
 
-def unflatten_as(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def unflatten_as(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.unflatten_as``, from a list or tuple of the structure's leaf count."""
     structure, flat = _bind(args, kwargs, ("structure", "flat_sequence"), {})
     kind, _, _, items = node(flat)
@@ -298,7 +325,7 @@ def unflatten_as(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return _rebuild(entries, items)
 
 
-def _is_none(variable: Any) -> bool:
+def _is_none(variable: Variable) -> bool:
     # By class, not reading.is_none: is_python_constant() reads a container whole, which
     # overflows Python's stack on a deep subtree the user's function returned.
     variable = internals.realized(variable)
@@ -307,14 +334,16 @@ def _is_none(variable: Any) -> bool:
     )
 
 
-def _maps_to_none(variable: Any) -> bool:
+def _maps_to_none(variable: Variable) -> bool:
     value = internals.object_value(internals.realized(variable))
     return value is not None and (
         value is dmtree.MAP_TO_NONE or value is dmtree._dm_tree_map_to_none
     )
 
 
-def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+def _traverse(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable], with_path: bool
+) -> Any:
     names = ("fn", "structure", "top_down")
     fn, structure, top_down = _bind(args, kwargs, names, {"top_down": True})
     fn = _callable(fn)
@@ -364,7 +393,7 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
         index = len(results)
         if index < len(children):
             if keys:
-                key = keys[index][2]
+                key = keys[index].variable
             else:
                 key = index_variable(index)
             value = enter(children[index], (*path, key))
@@ -374,18 +403,18 @@ def _traverse(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool)
         value = built if top_down else bottom_up(path, built)
 
 
-def traverse(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def traverse(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.traverse``: the function on every subtree, in dm-tree's order."""
     return _traverse(tx, args, kwargs, with_path=False)
 
 
-def traverse_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def traverse_with_path(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.traverse_with_path``."""
     return _traverse(tx, args, kwargs, with_path=True)
 
 
 #: Handlers by original: each returns Dynamo's variable for the result, or raises Fallback.
-HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
+HANDLERS: dict[str, Handler] = {
     f"tree.{handler.__name__}": _deep_enough(handler)
     for handler in (
         is_nested,

@@ -16,13 +16,16 @@ from typing import Any
 from ..common.guards import guard_dict_order, guard_registration
 from ..common.reading import is_variable, tree_options, unsupported
 from ..seam import internals, making
+from ..seam.types import Handler, Translator, Variable
 from .reader import Reader, items, mapping, real
 from .spec import wrap
 
 __all__ = ["HANDLERS", "c_all_leaves", "c_is_leaf", "registry_get"]
 
 
-def _c_options(args: list[Any], kwargs: dict[str, Any], what: str) -> tuple[Any, Any, bool, str]:
+def _c_options(
+    args: list[Variable], kwargs: dict[str, Variable], what: str
+) -> tuple[Any, Any, bool, str]:
     """(tree, predicate or None, none_is_leaf, namespace) of a call to optree._C."""
     names = ("tree", "leaf_predicate", "none_is_leaf", "namespace")
     if len(args) > 4 or set(kwargs) - set(names[len(args) :]):
@@ -33,7 +36,9 @@ def _c_options(args: list[Any], kwargs: dict[str, Any], what: str) -> tuple[Any,
     return (bound["tree"], *tree_options(bound, what, strict=False))
 
 
-def _c_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool) -> Any:
+def _c_flatten(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable], with_path: bool
+) -> Any:
     what = "optree._C.flatten_with_path" if with_path else "optree._C.flatten"
     tree, predicate, none_is_leaf, namespace = _c_options(args, kwargs, what)
     reader = Reader(tx, predicate, none_is_leaf, namespace, what)
@@ -44,14 +49,14 @@ def _c_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], with_path: bool
     return making.new_tuple(flat)
 
 
-def c_is_leaf(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def c_is_leaf(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``optree._C.is_leaf``."""
     tree, predicate, none_is_leaf, namespace = _c_options(args, kwargs, "optree._C.is_leaf")
     reader = Reader(tx, predicate, none_is_leaf, namespace, "optree._C.is_leaf")
     return making.constant(reader.classify(internals.call(tree, "realize"))[0] is None)
 
 
-def c_all_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def c_all_leaves(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``optree._C.all_leaves`` (optree before 0.14): whether every item is a leaf."""
     what = "optree._C.all_leaves"
     if not args:
@@ -66,7 +71,7 @@ def c_all_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 def _c_constant_fold(name: str) -> Callable[..., Any]:
     """A handler that runs optree._C.<name> while tracing, on arguments known then."""
 
-    def handler(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def handler(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
         import optree._C
 
         what = f"optree._C.{name}"
@@ -86,7 +91,7 @@ def _c_constant_fold(name: str) -> Callable[..., Any]:
     return handler
 
 
-def _collection_of_specs(tx: Any, variable: Any, what: str) -> Any:
+def _collection_of_specs(tx: Translator, variable: Variable, what: str) -> Any:
     """A collection (one level of containers) whose children are tree specs, made real."""
     import optree
 
@@ -137,7 +142,7 @@ def _class_check(name: str) -> Callable[..., Any]:
     while tracing, so the answer is (torch 2.5 has no polyfill of these; torch's own
     ``structseq_fields`` fails inside Dynamo on a structseq made in the graph)."""
 
-    def handler(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def handler(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
         import optree
 
         what = f"optree.{name}"
@@ -165,7 +170,7 @@ def _class_check(name: str) -> Callable[..., Any]:
     return handler
 
 
-def registry_get(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def registry_get(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``optree.register_pytree_node.get(cls, namespace=...)``: the class and namespace are
     known while tracing, so the entry is (optree's code compares ``sys.version_info``
     with a tuple, which Dynamo 2.12 and earlier cannot)."""
@@ -185,7 +190,7 @@ def registry_get(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
 
 #: Handlers by C function: each returns Dynamo's variable for the result, or breaks.
-HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
+HANDLERS: dict[str, Handler] = {
     "optree._C.flatten": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=False),
     "optree._C.flatten_with_path": lambda tx, a, kw: _c_flatten(tx, a, kw, with_path=True),
     "optree._C.is_leaf": c_is_leaf,

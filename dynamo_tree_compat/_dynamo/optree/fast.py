@@ -11,7 +11,6 @@ this package's C layer.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 from ..common.guards import guard_dict_order
@@ -25,12 +24,13 @@ from ..common.reading import (
 )
 from ..common.skeletons import skeleton_of, variable_of
 from ..seam import internals, making
+from ..seam.types import Handler, Translator, Variable
 from .spec import wrap
 
 __all__ = ["HANDLERS"]
 
 
-def _options(original: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _options(original: Any, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """The bound arguments and options, if is_leaf is None and the options are constants."""
     bound = bind(original, args, kwargs)
     predicate, none_is_leaf, namespace = tree_options(bound, original.__name__, strict=True)
@@ -40,7 +40,7 @@ def _options(original: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
 
 def _flat(
-    tx: Any, variable: Any, options: dict[str, Any], keys: dict[Any, Any] | None = None
+    tx: Translator, variable: Variable, options: dict[str, Any], keys: dict[Any, Any] | None = None
 ) -> tuple[Any, list[Any], Any]:
     """(skeleton, leaf variables in optree's order, the real PyTreeSpec)."""
     import optree
@@ -64,7 +64,7 @@ def _paths(skeleton: Any, options: dict[str, Any]) -> list[Any]:
     ]
 
 
-def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_leaves(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``optree.tree_leaves``."""
     import optree
 
@@ -76,7 +76,9 @@ def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 _MAPS = {"": "tree_map", "paths": "tree_map_with_path", "accessors": "tree_map_with_accessor"}
 
 
-def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], before: str) -> Any:
+def _tree_map(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable], before: str
+) -> Any:
     """optree's map that passes each leaf's path or accessor first where ``before`` says so
     ("paths", "accessors" or "")."""
     import optree
@@ -111,7 +113,9 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any], before: str) -> 
     return variable_of(spec.unflatten(range(len(results))), results, keys)
 
 
-def _tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -> Any:
+def _tree_flatten(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable], name: str
+) -> Any:
     import optree
 
     bound, options = _options(getattr(optree, name), args, kwargs)
@@ -125,7 +129,7 @@ def _tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], name: str) -
 
 
 #: Handlers by original: each returns Dynamo's variable for the result, or raises Fallback.
-HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
+HANDLERS: dict[str, Handler] = {
     "optree.tree_leaves": tree_leaves,
     **{
         f"optree.{name}": functools.partial(_tree_map, before=before)

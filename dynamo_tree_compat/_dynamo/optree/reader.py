@@ -29,6 +29,7 @@ from ..common.reading import (
     unsupported,
 )
 from ..seam import capabilities, internals, making
+from ..seam.types import Translator, Variable
 
 __all__ = [
     "Reader",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 
-def real(variable: Any, what: str) -> Any:
+def real(variable: Variable, what: str) -> Any:
     """The Python value behind a variable that must be known while tracing.
 
     Constants, classes and functions only: another object's contents may change from
@@ -59,7 +60,7 @@ def real(variable: Any, what: str) -> Any:
     return unsupported(what, f"{type(variable).__name__} is not known while tracing")
 
 
-def wrap(tx: Any, value: Any) -> Any:
+def wrap(tx: Translator, value: Any) -> Any:
     """Dynamo's variable for a Python value that exists while tracing (a constant)."""
     cls = type(value)
     if cls in CONSTANT_TYPES:
@@ -73,13 +74,13 @@ def wrap(tx: Any, value: Any) -> Any:
     return internals.build(tx, internals.install_global(tx, "__dtc_constant", value), value)
 
 
-def call(tx: Any, function: Any, *args: Any) -> Any:
+def call(tx: Translator, function: Any, *args: Any) -> Any:
     """Traces ``function(*args)``; a Python function or a variable, with variable args."""
     callee = function if is_variable(function) else wrap(tx, function)
     return internals.call(callee, "call_function", tx, list(args), {})
 
 
-def items(tx: Any, variable: Any) -> list[Any]:
+def items(tx: Translator, variable: Variable) -> list[Any]:
     """The items of any iterable variable, as Python's list() would give them."""
     k = internals.kinds()
     if type(variable) in (k.List, k.Tuple):  # read directly: no call to trace
@@ -90,7 +91,7 @@ def items(tx: Any, variable: Any) -> list[Any]:
     return list(internals.read(listed, "items"))
 
 
-def mapping(tx: Any, variable: Any, what: str) -> dict[Any, Any]:
+def mapping(tx: Translator, variable: Variable, what: str) -> dict[Any, Any]:
     """A dict variable's items: real keys, in insertion order, to value variables."""
     k = internals.kinds()
     if type(variable) is k.Dict:  # read directly: no call to trace
@@ -149,7 +150,7 @@ class Reader:
     """
 
     def __init__(
-        self, tx: Any, predicate: Any, none_is_leaf: bool, namespace: str, what: str
+        self, tx: Translator, predicate: Any, none_is_leaf: bool, namespace: str, what: str
     ) -> None:
         self.tx = tx
         self.predicate = predicate
@@ -161,12 +162,12 @@ class Reader:
         self.guarded: set[type] = set()
         self.dict_met = False
 
-    def leaf(self, variable: Any) -> Slot:
+    def leaf(self, variable: Variable) -> Slot:
         slot = Slot(len(self.leaves))
         self.leaves.append(variable)
         return slot
 
-    def classify(self, variable: Any) -> tuple[Any, type | None, Any]:
+    def classify(self, variable: Variable) -> tuple[Any, type | None, Any]:
         """(node kind, class, registry entry); the kind is None for a leaf, as optree says.
 
         None is a node of kind NONE unless ``none_is_leaf``.
@@ -200,7 +201,7 @@ class Reader:
             guard_registration(self.tx, cls, self.namespace)
         return kind, cls, entry
 
-    def skeleton(self, variable: Any, depth: int = 0) -> Any:
+    def skeleton(self, variable: Variable, depth: int = 0) -> Any:
         variable = internals.realized(variable)
         kind, cls, entry = self.classify(variable)
         if kind is None:
@@ -213,7 +214,7 @@ class Reader:
         self.by_id[id(node)] = variable
         return node
 
-    def node(self, variable: Any, cls: type, kind: Any, entry: Any, depth: int) -> Any:
+    def node(self, variable: Variable, cls: type, kind: Any, entry: Any, depth: int) -> Any:
         import optree
 
         Kind = optree.PyTreeKind
@@ -243,7 +244,7 @@ class Reader:
             return cls(parts)
         return unsupported(self.what, f"optree's node kind {kind} is new to this package")
 
-    def maxlen(self, variable: Any) -> int | None:
+    def maxlen(self, variable: Variable) -> int | None:
         """A deque's maxlen; Dynamo drops it from a deque that comes in from outside."""
         source = internals.read(variable, "source", None)
         if source is not None:
@@ -269,7 +270,7 @@ class Reader:
             return list(keys)
         return optree.utils.total_order_sorted(list(keys))
 
-    def custom(self, variable: Any, entry: Any, depth: int) -> Any:
+    def custom(self, variable: Variable, entry: Any, depth: int) -> Any:
         tx = self.tx
         flatten = entry.flatten_func
         if isinstance(flatten, operator.methodcaller):  # register_pytree_node_class
@@ -312,7 +313,9 @@ class Reader:
         return skeleton, [self.leaves[slot.index] for slot in slots], spec, paths
 
 
-def from_skeleton(tx: Any, value: Any, leaves: list[Any], by_id: dict[int, Any], spec: Any) -> Any:
+def from_skeleton(
+    tx: Translator, value: Any, leaves: list[Any], by_id: dict[int, Any], spec: Any
+) -> Any:
     """Dynamo's variable for a skeleton value: a leaf, a container read, or one rebuilt."""
     import optree
 
@@ -361,7 +364,7 @@ def _make_defaultdict(factory: Any, keys: list[Any], values: list[Any]) -> Any:
     return made
 
 
-def unflatten(tx: Any, spec: Any, leaves_variable: Any, what: str) -> Any:
+def unflatten(tx: Translator, spec: Any, leaves_variable: Any, what: str) -> Any:
     """``spec.unflatten(leaves)`` with leaves that are Dynamo's variables."""
     leaves = items(tx, leaves_variable)
     try:

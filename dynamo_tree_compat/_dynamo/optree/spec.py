@@ -16,6 +16,7 @@ from ..common.guards import guard_dict_order
 from ..common.held import HeldConstant
 from ..common.reading import breaks_on_error, constant_or, is_none, is_variable, unsupported
 from ..seam import internals, making, patches
+from ..seam.types import Translator, Variable
 from . import reader as optree_reader
 from .reader import Reader, Slot, call, from_skeleton, items, real, unflatten
 
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-def wrap(tx: Any, value: Any) -> Any:
+def wrap(tx: Translator, value: Any) -> Any:
     """Dynamo's variable for a Python value that exists while tracing (a constant); a
     tree spec, also inside a list or tuple, as this package's spec variable."""
     import optree
@@ -94,7 +95,7 @@ def spec_variable_class() -> type:
             return type(self.value)
 
         @breaks_on_error("PyTreeSpec attribute")
-        def var_getattr(self, tx: Any, name: str) -> Any:
+        def var_getattr(self, tx: Translator, name: str) -> Any:
             if name in _SPEC_ATTRIBUTES:
                 return wrap(tx, getattr(self.value, name))
             if name in _SPEC_CONSTANT_METHODS or name in _SPEC_TRACED_METHODS:
@@ -102,33 +103,33 @@ def spec_variable_class() -> type:
             return unsupported(f"PyTreeSpec.{name}", "an attribute this package does not read")
 
         @breaks_on_error("PyTreeSpec.call_method")
-        def call_method(self, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        def call_method(self, tx: Translator, name: str, args: Any, kwargs: Any) -> Any:
             return _spec_method(tx, self.value, name, list(args), dict(kwargs))
 
         @breaks_on_error("PyTreeSpec.richcompare_impl")
-        def richcompare_impl(self, tx: Any, other: Any, op: str) -> Any:
+        def richcompare_impl(self, tx: Translator, other: Any, op: str) -> Any:
             if not internals.call(other, "is_python_constant"):
                 return wrap(tx, NotImplemented)
             return _spec_method(tx, self.value, op, [other], {})
 
         @breaks_on_error("PyTreeSpec.len_impl")
-        def len_impl(self, tx: Any) -> Any:
+        def len_impl(self, tx: Translator) -> Any:
             return wrap(tx, len(self.value))
 
         @breaks_on_error("PyTreeSpec.str_impl")
-        def str_impl(self, tx: Any) -> Any:
+        def str_impl(self, tx: Translator) -> Any:
             return wrap(tx, str(self.value))
 
         @breaks_on_error("PyTreeSpec.repr_impl")
-        def repr_impl(self, tx: Any) -> Any:
+        def repr_impl(self, tx: Translator) -> Any:
             return wrap(tx, repr(self.value))
 
         @breaks_on_error("PyTreeSpec.bool_impl")
-        def bool_impl(self, tx: Any) -> Any:
+        def bool_impl(self, tx: Translator) -> Any:
             return wrap(tx, bool(self.value))
 
         @breaks_on_error("PyTreeSpec.hash_impl")
-        def hash_impl(self, tx: Any) -> tuple[int, bool]:
+        def hash_impl(self, tx: Translator) -> tuple[int, bool]:
             try:
                 return hash(self.value), False
             except TypeError as error:  # metadata that is not hashable
@@ -160,7 +161,7 @@ def spec_method_class() -> type:
             return type(self.value)
 
         @breaks_on_error("PyTreeSpec method")
-        def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
+        def call_function(self, tx: Translator, args: Any, kwargs: Any) -> Any:
             what = f"PyTreeSpec.{self.value.__name__}"
             if not args or not isinstance(args[0], spec_variable_class()):
                 return unsupported(what, "a call on something other than a tree spec")
@@ -181,7 +182,7 @@ def method_caller_class() -> type:
             return operator.methodcaller
 
         @breaks_on_error("operator.methodcaller")
-        def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
+        def call_function(self, tx: Translator, args: Any, kwargs: Any) -> Any:
             reduced = self.value.__reduce__()
             if reduced[0] is not operator.methodcaller or len(args) != 1 or kwargs:
                 return unsupported("operator.methodcaller", "keyword arguments")
@@ -192,7 +193,9 @@ def method_caller_class() -> type:
     return MethodCallerVariable
 
 
-def _spec_method(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _spec_method(
+    tx: Translator, spec: Any, name: str, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     what = f"PyTreeSpec.{name}"
     if name in _SPEC_CONSTANT_METHODS:
         real_args = [real(a, what) for a in args]
@@ -221,7 +224,9 @@ def _spec_method(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[st
     return unsupported(what, "arguments this package does not read")
 
 
-def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _spec_callbacks(
+    tx: Translator, spec: Any, name: str, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     """walk, traverse and transform: optree's C code, calling back into Dynamo's tracing.
 
     While tracing, the C code passes Dynamo's variables around as opaque leaves; each
@@ -237,7 +242,7 @@ def _spec_callbacks(tx: Any, spec: Any, name: str, args: list[Any], kwargs: dict
     )
     if name == "transform":
 
-        def spec_of(variable: Any) -> Any:
+        def spec_of(variable: Variable) -> Any:
             if not isinstance(constant_or(variable), type(spec)):
                 return unsupported(what, "a callback that returns no tree spec known while tracing")
             return constant_or(variable)

@@ -25,12 +25,13 @@ from ..common.reading import (
 )
 from ..common.skeletons import skeleton_of, variable_of
 from ..seam import internals, making
+from ..seam.types import Handler, Translator, Variable
 from .spec import keep_skeleton, known_spec, unflatten_known, wrap_known
 
 __all__ = ["HANDLERS"]
 
 
-def _bound(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _bound(original: Any, args: list[Variable], kwargs: dict[str, Variable]) -> dict[str, Any]:
     """The call's arguments by name; Fallback where torch would raise or is_leaf is set."""
     bound = bind(original, args, kwargs)
     if "is_leaf" in bound and not is_none(bound["is_leaf"]):
@@ -38,7 +39,7 @@ def _bound(original: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, 
     return bound
 
 
-def _read(variable: Any, leaves: list[Any], keys: dict[Any, Any] | None = None) -> Any:
+def _read(variable: Variable, leaves: list[Any], keys: dict[Any, Any] | None = None) -> Any:
     """A skeleton of plain containers, leaf numbers for leaves (None is a leaf); a
     structure that contains itself goes torch's way. ``keys``: see ``skeleton_of``."""
     return skeleton_of(variable, True, leaves, [], cycle=Fallback, keys=keys)
@@ -53,7 +54,7 @@ def _layout(skeleton: Any) -> Any:
     return (type(skeleton).__name__, tuple(_layout(part) for part in skeleton))
 
 
-def _flat(variable: Any) -> tuple[Any, list[Any], Any]:
+def _flat(variable: Variable) -> tuple[Any, list[Any], Any]:
     """(skeleton, leaf variables in torch's order, the real TreeSpec): torch's own
     ``tree_flatten`` runs on the skeleton, whose leaves are their numbers."""
     import torch.utils._pytree as pytree
@@ -72,7 +73,7 @@ def _pytree(name: str) -> Any:
     return getattr(pytree, name)
 
 
-def tree_leaves(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_leaves(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_leaves``."""
     bound = _bound(_pytree("tree_leaves"), args, kwargs)
     leaves: list[Any] = []
@@ -125,7 +126,7 @@ def _func(bound: dict[str, Any]) -> Any:
     return func
 
 
-def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_map(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_map``, over one tree or several of one layout."""
     bound = _bound(_pytree("tree_map"), args, kwargs)
     func = _func(bound)
@@ -134,7 +135,7 @@ def tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return variable_of(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 
-def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_map_with_path(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_map_with_path``: ``func(key_path, leaf, *other_leaves)``."""
     bound = _bound(_pytree("tree_map_with_path"), args, kwargs)
     func = _func(bound)
@@ -143,7 +144,7 @@ def tree_map_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return variable_of(skeleton, [call_func(tx, func, row) for row in rows], keys)
 
 
-def _leaf_class(variable: Any) -> type:
+def _leaf_class(variable: Variable) -> type:
     """The Python class of a leaf the reader took: a tensor's or a constant's."""
     k = internals.kinds()
     if type(variable) is k.Constant:
@@ -153,7 +154,7 @@ def _leaf_class(variable: Any) -> type:
     raise Fallback  # a symbolic number: isinstance is Dynamo's to answer
 
 
-def _predicate(tx: Any, first: Any) -> Callable[[Any], bool]:
+def _predicate(tx: Translator, first: Any) -> Callable[[Any], bool]:
     """``map_only``'s predicate, traced on a leaf variable: it must answer True or False
     known while tracing (else the graph breaks here, as torch's own ``if pred(x)`` does)."""
 
@@ -170,7 +171,7 @@ def _predicate(tx: Any, first: Any) -> Callable[[Any], bool]:
     return predicate
 
 
-def tree_map_only(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_map_only(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_map_only``: ``func`` on the leaves that are instances of
     the classes (or that the predicate takes), the others as they are."""
     bound = _bound(_pytree("tree_map_only"), args, kwargs)
@@ -192,14 +193,14 @@ def tree_map_only(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     return variable_of(skeleton, results, keys)
 
 
-def tree_flatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_flatten(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_flatten``: the leaves, and the spec as a constant."""
     bound = _bound(_pytree("tree_flatten"), args, kwargs)
     _, leaves, spec = _flat(bound["tree"])
     return making.new_tuple([making.new_list(leaves), wrap_known(spec)])
 
 
-def tree_structure(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_structure(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_structure``."""
     bound = _bound(_pytree("tree_structure"), args, kwargs)
     return wrap_known(_flat(bound["tree"])[2])
@@ -211,18 +212,20 @@ def _with_paths(bound: dict[str, Any]) -> tuple[Any, Any]:
     return making.new_list(pairs), spec
 
 
-def tree_flatten_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_flatten_with_path(
+    tx: Translator, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     """``torch.utils._pytree.tree_flatten_with_path``."""
     pairs, spec = _with_paths(_bound(_pytree("tree_flatten_with_path"), args, kwargs))
     return making.new_tuple([pairs, wrap_known(spec)])
 
 
-def tree_leaves_with_path(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_leaves_with_path(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_leaves_with_path``."""
     return _with_paths(_bound(_pytree("tree_leaves_with_path"), args, kwargs))[0]
 
 
-def tree_unflatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def tree_unflatten(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``torch.utils._pytree.tree_unflatten`` with a spec the fast path made."""
     bound = bind(_pytree("tree_unflatten"), args, kwargs)
     spec = known_spec(bound["treespec"])
@@ -233,7 +236,7 @@ def tree_unflatten(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
 
 #: Handlers by original: each returns Dynamo's variable for the result, or raises Fallback.
-HANDLERS: dict[str, Callable[[Any, list[Any], dict[str, Any]], Any]] = {
+HANDLERS: dict[str, Handler] = {
     f"torch.utils._pytree.{handler.__name__}": handler
     for handler in (
         tree_leaves,

@@ -15,6 +15,7 @@ from typing import Any
 from ..common.held import HeldConstant
 from ..common.skeletons import variable_of
 from ..seam import internals
+from ..seam.types import Translator, Variable
 
 __all__ = [
     "is_plain_spec",
@@ -34,7 +35,7 @@ def known_variable_class() -> type:
     class KnownObjectVariable(HeldConstant, internals.kinds().UserObject):  # type: ignore[misc, name-defined]
         """A real object made while tracing: a constant of the graph."""
 
-        def call_method(self, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        def call_method(self, tx: Translator, name: str, args: Any, kwargs: Any) -> Any:
             if name == "unflatten" and len(args) == 1 and not kwargs:
                 result = unflatten_known(self.value, args[0])
                 if result is not None:
@@ -49,7 +50,7 @@ def wrap_known(value: Any) -> Any:
     return known_variable_class()(value)
 
 
-def known_spec(variable: Any) -> Any:
+def known_spec(variable: Variable) -> Any:
     """The real TreeSpec a variable of this package stands for; else None (a spec Dynamo
     made by tracing torch's code holds its fields in Dynamo's side effects, not in the
     object, and a spec from outside the graph would need guards)."""

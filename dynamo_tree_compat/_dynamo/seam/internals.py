@@ -16,6 +16,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .types import Codegen, Source, Translator, Variable
+
 __all__ = [
     "READS",
     "Missing",
@@ -198,12 +200,14 @@ def function_caller(function: Callable[..., Any]) -> Callable[..., Any]:
     return read(kinds().Function(function), "call_function")
 
 
-def call_function(variable: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def call_function(
+    variable: Variable, tx: Translator, args: list[Variable], kwargs: dict[str, Variable]
+) -> Any:
     """Traces a call of the callable ``variable`` stands for."""
     return _get(variable, "call_function")(tx, args, kwargs)
 
 
-def realized(variable: Any) -> Any:
+def realized(variable: Variable) -> Any:
     """What a variable stands for: a lazy one realized (``realize``), any other itself."""
     cls = type(variable)
     if cls in _REALIZED:
@@ -214,7 +218,7 @@ def realized(variable: Any) -> Any:
     return call(variable, "realize")
 
 
-def object_value(variable: Any) -> Any:
+def object_value(variable: Variable) -> Any:
     """The Python object an object variable stands for; None for other variables."""
     if isinstance(variable, kinds().objects):
         return getattr(variable, "value", None)
@@ -230,7 +234,7 @@ def _generic_getattr() -> Callable[..., Any] | None:
     return generic_getattr
 
 
-def get_attribute(tx: Any, variable: Any, name: str) -> Any:
+def get_attribute(tx: Translator, variable: Variable, name: str) -> Any:
     """``variable.name`` while tracing, as Dynamo's own attribute access does it."""
     generic = _generic_getattr()
     if generic is not None:
@@ -238,7 +242,7 @@ def get_attribute(tx: Any, variable: Any, name: str) -> Any:
     return variable.var_getattr(tx, name)
 
 
-def default_factory(tx: Any, variable: Any) -> Any:
+def default_factory(tx: Translator, variable: Variable) -> Any:
     """A defaultdict variable's ``default_factory``: the variable Dynamo's defaultdict
     keeps (read as an attribute, Dynamo 2.10 and earlier fail or answer with a variable
     of no type); else read as an attribute."""
@@ -248,18 +252,18 @@ def default_factory(tx: Any, variable: Any) -> Any:
     return get_attribute(tx, variable, "default_factory")
 
 
-def dict_class(variable: Any) -> type:
+def dict_class(variable: Variable) -> type:
     """The Python class of a ConstDictVariable (its ``user_cls`` before torch 2.15)."""
     user_cls = getattr(variable, "user_cls", None)
     return user_cls if isinstance(user_cls, type) else variable.python_type()
 
 
-def dict_entries(variable: Any) -> list[tuple[Any, Any, Any]]:
+def dict_entries(variable: Variable) -> list[tuple[Any, Any, Any]]:
     """``(key variable, key tracker, value variable)`` of a dict variable, in its order."""
     return [(tracker.vt, tracker, value) for tracker, value in variable.items.items()]
 
 
-def is_fullgraph(tx: Any) -> bool:
+def is_fullgraph(tx: Translator) -> bool:
     """Whether a graph break would be an error in this trace (``fullgraph=True``)."""
     # one_graph (torch 2.8 and before, and later as fullgraph's own flag) and
     # error_on_graph_break (2.9 on): either set means an error; neither found, assume one.
@@ -297,12 +301,12 @@ def skip_frame_error() -> type[BaseException]:
     return skip
 
 
-def is_inlined(tx: Any) -> bool:
+def is_inlined(tx: Translator) -> bool:
     """Whether ``tx`` traces an inlined call rather than the frame Dynamo converts."""
     return tx is not None and getattr(tx, "parent", None) is not None
 
 
-def end_one_graph(tx: Any) -> None:
+def end_one_graph(tx: Translator) -> None:
     """Makes the next graph break of ``tx``'s frame end the frame (its ``one_graph``)."""
     tx.output.root_tx.one_graph = True
 
@@ -343,30 +347,30 @@ def sources() -> types.SimpleNamespace:
     return found
 
 
-def guard_constant(source: Any) -> None:
+def guard_constant(source: Source) -> None:
     """Guards on the value at ``source`` (by ``==``)."""
     s = sources()
     s.install(source.make_guard(s.CONSTANT_MATCH))
 
 
-def guard_type(source: Any) -> None:
+def guard_type(source: Source) -> None:
     """Guards on the type of the value at ``source``."""
     s = sources()
     s.install(source.make_guard(s.TYPE_MATCH))
 
 
-def guard_id(source: Any) -> None:
+def guard_id(source: Source) -> None:
     """Guards on the identity of the value at ``source``."""
     s = sources()
     s.install(source.make_guard(s.ID_MATCH))
 
 
-def install_global(tx: Any, prefix: str, value: Any) -> str:
+def install_global(tx: Translator, prefix: str, value: Any) -> str:
     """Installs ``value`` as a global of the compiled code; returns its name."""
     return tx.output.install_global_by_id(prefix, value)
 
 
-def build(tx: Any, name: str, value: Any) -> Any:
+def build(tx: Translator, name: str, value: Any) -> Any:
     """Dynamo's variable for ``value``, read through the global ``name`` (so what it holds
     has a source, and guards)."""
     from torch._dynamo.variables.builder import VariableBuilder
@@ -374,7 +378,7 @@ def build(tx: Any, name: str, value: Any) -> Any:
     return VariableBuilder(tx, sources().Global(name))(value)
 
 
-def build_lazily(tx: Any, prefix: str, values: list[Any]) -> list[Any]:
+def build_lazily(tx: Translator, prefix: str, values: list[Any]) -> list[Any]:
     """Dynamo's variables for ``values``, each built (as :func:`build` would) only where
     traced code uses it; all read through one global list, ``prefix`` its name's start."""
     from torch._dynamo.source import GetItemSource
@@ -384,7 +388,7 @@ def build_lazily(tx: Any, prefix: str, values: list[Any]) -> list[Any]:
     return [LazyVariableTracker.create(v, GetItemSource(held, i)) for i, v in enumerate(values)]
 
 
-def resolve_source(tx: Any, source: Any) -> Any:
+def resolve_source(tx: Translator, source: Source) -> Any:
     """The real value behind a source, or :class:`Missing` where Dynamo cannot say."""
     resolve = getattr(tx.output, "resolve_source_value", None)
     if resolve is not None:
@@ -401,7 +405,7 @@ def resolve_source(tx: Any, source: Any) -> Any:
         raise Missing(f"the value of {source!r}: {error!r}") from error
 
 
-def deque_lost_maxlen(variable: Any) -> bool:
+def deque_lost_maxlen(variable: Variable) -> bool:
     """Whether Dynamo's deque variable holds its ``maxlen`` as the constant None."""
     current = getattr(variable, "maxlen", None)
     if not (hasattr(current, "is_python_constant") and current.is_python_constant()):
@@ -409,7 +413,7 @@ def deque_lost_maxlen(variable: Any) -> bool:
     return current.as_python_constant() is None
 
 
-def load_global(codegen: Any, prefix: str, value: Any) -> None:
+def load_global(codegen: Codegen, prefix: str, value: Any) -> None:
     """Makes ``codegen`` load ``value`` as a global of the compiled code."""
     name = install_global(codegen.tx, prefix, value)
     codegen.append_output(codegen.create_load_global(name, add=True))
@@ -469,7 +473,7 @@ def sourceless_create() -> tuple[Any, str]:
     return SourcelessBuilder, "create"
 
 
-def call_no_args_source(source: Any) -> Any:
+def call_no_args_source(source: Source) -> Any:
     """The source of ``source()``, for a guard. Raises :class:`Missing` on torch 2.5."""
     call = sources().CallNoArgs
     if call is None:
@@ -477,7 +481,7 @@ def call_no_args_source(source: Any) -> Any:
     return call(source)
 
 
-def root_code(tx: Any) -> Any:
+def root_code(tx: Translator) -> Any:
     """The code object of the frame Dynamo is converting (not of an inlined call)."""
     return tx.output.root_tx.f_code
 
@@ -527,7 +531,7 @@ def counters() -> Any:
     return found
 
 
-def realize_all(variable: Any) -> None:
+def realize_all(variable: Variable) -> None:
     """Dynamo's ``LazyVariableTracker.realize_all``: builds every lazy variable inside."""
     lazy = importlib.import_module("torch._dynamo.variables.lazy")
     lazy.LazyVariableTracker.realize_all(variable)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..runtime import TRACED_CODE, step_aside
 from . import capabilities, internals, making
+from .types import Translator, Variable
 
 __all__ = [
     "before_each_frame",
@@ -34,13 +35,13 @@ __all__ = [
 ]
 
 
-def set_class(variable: Any, cls: type) -> None:
+def set_class(variable: Variable, cls: type) -> None:
     """Makes one of Dynamo's variables an instance of ``cls``, a subclass of its class
     that this package made."""
     variable.__class__ = cls
 
 
-def skip_frame(message: str, tx: Any = None) -> Any:
+def skip_frame(message: str, tx: Translator = None) -> Any:
     """Runs the frame being traced eagerly. Raises :class:`~.internals.Missing` where
     Dynamo cannot."""
     skip = internals.skip_frame_error()
@@ -49,7 +50,7 @@ def skip_frame(message: str, tx: Any = None) -> Any:
     raise skip(message)
 
 
-def inlined_break_resumes(tx: Any) -> bool:
+def inlined_break_resumes(tx: Translator) -> bool:
     """Whether ``tx`` traces an inlined call, on a Dynamo that resumes after a graph break
     there (capability ``inlined_skip_becomes_break``). Resuming, such a Dynamo realizes
     every variable of the frame, and recurses without end through a structure that
@@ -99,7 +100,7 @@ def give_mapping_proxies_a_type() -> Callable[[], None] | None:
     return undo
 
 
-def set_deque_maxlen(variable: Any, maxlen: int) -> None:
+def set_deque_maxlen(variable: Variable, maxlen: int) -> None:
     """Puts a deque variable's ``maxlen`` back (see :func:`deque_lost_maxlen`)."""
     variable.maxlen = making.constant(maxlen)
 
@@ -125,7 +126,7 @@ def unskip_code(code: Any) -> None:
         reset_code(code)
 
 
-def end_frame(tx: Any, message: str) -> Any:
+def end_frame(tx: Translator, message: str) -> Any:
     """Ends the whole frame ``tx`` belongs to, with no partial graph: it runs eagerly."""
     internals.end_one_graph(tx)  # the break below then reaches the frame's top
     return internals.graph_break("dynamo-tree-compat runs this frame eagerly", message, message, "")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import internals
+from .types import Translator
 
 __all__ = ["handled_function_class"]
 
@@ -28,7 +29,7 @@ def handled_function_class(route: Route) -> type:
     class HandledFunctionVariable(base):  # type: ignore[misc, valid-type]
         """A registered original whose calls this package handles at the variable level."""
 
-        def call_function(self, tx: Any, args: Any, kwargs: Any) -> Any:
+        def call_function(self, tx: Translator, args: Any, kwargs: Any) -> Any:
             result = route(self, tx, args, kwargs)
             return super().call_function(tx, args, kwargs) if result is None else result
 
