@@ -141,7 +141,7 @@ class _ImportWatcher:
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if not armed or fullname not in self.watched:
+        if not (armed or recording) or fullname not in self.watched:
             return None
         for finder in list(sys.meta_path):
             if finder is self or not hasattr(finder, "find_spec"):
@@ -171,8 +171,48 @@ def _on_imported(name: str) -> None:
     try:
         if armed:
             _register_now(hooked=name)
+        if recording and name == DYNAMO_MODULE:
+            _start_recording()
     except Exception as error:  # noqa: BLE001 - runs inside the user's import statement
         warn_once(f"the post-import hook for {name} failed: {error}")
+
+
+#: Whether this process records its graphs and breaks for ``explain`` once Dynamo loads.
+recording = False
+
+
+def _start_recording() -> None:
+    from . import recording as records
+
+    records.start()
+
+
+def _after_fork() -> None:
+    """A forked child (a data-loader worker, a fork-context process) records too."""
+    try:
+        if recording and _ready(DYNAMO_MODULE):
+            _start_recording()
+    except Exception:  # noqa: BLE001 - recording must never break the child
+        pass
+
+
+def record() -> None:
+    """For ``explain``: where it asked (``DYNAMO_TREE_COMPAT_RECORD``), this process
+    records its graphs and breaks once Dynamo is imported, whether the package is on or
+    off. Elsewhere it does nothing. Never raises."""
+    global recording
+    if recording or not os.environ.get(config.ENV_RECORD):
+        return
+    try:
+        with _lock:
+            recording = True
+            if _watcher not in sys.meta_path:
+                sys.meta_path.insert(0, _watcher)
+            os.register_at_fork(after_in_child=_after_fork)
+        if _ready(DYNAMO_MODULE):
+            _start_recording()
+    except Exception as error:  # noqa: BLE001 - runs inside import torch
+        warn_once(f"recording for explain failed with {type(error).__name__}: {error}")
 
 
 def arm() -> None:
@@ -192,6 +232,7 @@ def activate(how: str) -> bool:
     Returns whether the package is active afterwards. Never raises.
     """
     global _globally_enabled, activated_by
+    record()
     try:
         if switched_off():
             return False

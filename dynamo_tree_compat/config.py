@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ENV_ANY_TORCH", "ENV_FAST_PATH", "any_torch", "fast_path", "twins_enabled"]
+__all__ = [
+    "ENV_ANY_TORCH",
+    "ENV_FAST_PATH",
+    "ENV_RECORD",
+    "ENV_RECORD_SKIP",
+    "any_torch",
+    "fast_path",
+    "twins_enabled",
+]
 
 #: Set to ``0`` to start with :data:`fast_path` off.
 ENV_FAST_PATH = "DYNAMO_TREE_COMPAT_FAST_PATH"
@@ -29,4 +37,10 @@ fast_path = os.environ.get(ENV_FAST_PATH, "1").strip() != "0"
 #: Set to ``1`` to activate on a torch outside the supported releases: for work toward
 #: supporting one (``make matrix-torch`` runs the suite so), not for users.
 ENV_ANY_TORCH = "DYNAMO_TREE_COMPAT_ANY_TORCH"
+
+#: Set by ``explain``: the folder where every process of the program records its graphs
+#: and graph breaks (see :mod:`dynamo_tree_compat.recording`).
+ENV_RECORD = "DYNAMO_TREE_COMPAT_RECORD"
+#: Set by ``explain``'s own child: its pid, as it records itself.
+ENV_RECORD_SKIP = "DYNAMO_TREE_COMPAT_RECORD_SKIP"
 any_torch = os.environ.get(ENV_ANY_TORCH, "").strip() == "1"

@@ -19,7 +19,7 @@ import tempfile
 import traceback
 from typing import Any
 
-from . import console
+from . import config, console, recording
 
 __all__ = [
     "CHILD_FLAG",
@@ -57,6 +57,10 @@ _HINTS: tuple[tuple[str, str], ...] = (
         "Dynamo cannot enter this context manager: enter it outside the compiled region",
     ),
     (
+        r"(?i)zero_grad|Optimizer\.",
+        "torch skips tracing the optimizer (zero_grad, step): call it outside the compiled region",
+    ),
+    (
         r"(?i)marked as skipped|skip_files|skipped function|torch\._dynamo\.disable|"
         r"torch\.compiler\.disable",
         "Dynamo does not trace this function: call it outside the compiled region, or "
@@ -80,6 +84,16 @@ _HINTS: tuple[tuple[str, str], ...] = (
     (
         r"(?i)numpy|ndarray",
         "numpy inside the compiled region: use torch ops, or convert outside it",
+    ),
+    (
+        r"(?i)nonzero|boolean mask|data-dependent (output )?shape|dynamic shape operator",
+        "indexing with a mask (x[mask]) or nonzero() gives a shape that depends on the "
+        "data: use torch.where, or set torch._dynamo.config.capture_dynamic_output_shape_ops "
+        "= True",
+    ),
+    (
+        r"(?i)list_iterator|\bnext\(|iterator",
+        "next() on an iterator: index the list, or iterate it with a for loop",
     ),
     (
         r"(?i)graph_break\(\)|User-inserted graph break",
@@ -128,10 +142,10 @@ def hint(cause: str, library: str) -> str:
 def run_child(argv: list[str]) -> int:
     """Runs the user's program, recording graphs and breaks; writes them as JSON."""
     output, kind, target, *args = argv
+    os.environ[config.ENV_RECORD_SKIP] = str(os.getpid())  # this one records itself
     import dynamo_tree_compat  # noqa: F401 - activates unless DYNAMO_TREE_COMPAT=0
 
     from . import _dynamo
-    from ._dynamo.graph_breaks import cause_text, shorten
 
     graphs, undo = _dynamo.count_graphs()  # loads Dynamo too, before the program runs
     exit_code: int | str | None = 0
@@ -152,25 +166,15 @@ def run_child(argv: list[str]) -> int:
             lines = traceback.format_exception(type(failure), failure, failure.__traceback__)
             error = "".join(lines).rstrip().splitlines()[-_ERROR_LINES:]
     undo()
-    breaks = []
-    for item in recorder.breaks:
-        # Dynamo's cause, explanation and context, without its generic hints.
-        lines = cause_text(item.message).splitlines()
-        cause = "\n".join(line for line in lines if not line.strip().startswith("Hint:"))
-        breaks.append(
-            {
-                "location": shorten(item.call_site),
-                "where": shorten(item.location),
-                "reason": item.reason,
-                "library": item.library,
-                "hint": hint(f"{item.reason}\n{cause}", item.library),
-            }
-        )
+    record = {
+        "pid": os.getpid(),
+        "role": "main",
+        "graphs": graphs(),
+        "breaks": [recording.break_record(item) for item in recorder.breaks],
+        "rllib": "ray.rllib" in sys.modules,
+    }
     with open(output, "w") as handle:
-        json.dump(
-            {"breaks": breaks, "graphs": graphs(), "exit_code": exit_code, "error": error},
-            handle,
-        )
+        json.dump({"main": record, "exit_code": exit_code, "error": error}, handle)
     return 0
 
 
@@ -178,7 +182,13 @@ def _run_program(kind: str, target: str, args: list[str], enabled: bool) -> dict
     """One run in a child interpreter; the program's output passes through."""
     with tempfile.TemporaryDirectory() as folder:
         output = os.path.join(folder, "run.json")
-        environment = {**os.environ, "DYNAMO_TREE_COMPAT": "1" if enabled else "0"}
+        records = os.path.join(folder, "processes")
+        os.mkdir(records)
+        environment = {
+            **os.environ,
+            "DYNAMO_TREE_COMPAT": "1" if enabled else "0",
+            config.ENV_RECORD: records,
+        }
         command = [sys.executable, "-m", "dynamo_tree_compat", CHILD_FLAG, output, kind, target]
         tail: collections.deque[str] = collections.deque(maxlen=_ERROR_LINES)
         with subprocess.Popen(
@@ -191,13 +201,43 @@ def _run_program(kind: str, target: str, args: list[str], enabled: bool) -> dict
         if os.path.exists(output):
             with open(output) as handle:
                 run: dict[str, Any] = json.load(handle)
+            processes = [run.pop("main"), *recording.read(records)]
         else:  # the interpreter itself died: no record, only its last words
-            run = {"breaks": [], "graphs": None, "exit_code": child.returncode}
+            run = {"exit_code": child.returncode}
             run["error"] = list(tail) or [f"exit status {child.returncode}"]
+            processes = recording.read(records)
+        run.update(_merged(processes))
         run["failed"] = bool(run["error"]) or child.returncode != 0
         if run["failed"] and not run["error"]:
             run["error"] = list(tail) or [f"exit status {child.returncode}"]
         return run
+
+
+def _merged(processes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The processes' records as one run: every break, with its process and a hint; the
+    graphs in all; and each process's own counts."""
+    breaks = []
+    for record in processes:
+        for item in record["breaks"]:
+            cause = item.pop("cause", "")
+            item["hint"] = hint(f"{item['reason']}\n{cause}", item["library"])
+            item["process"] = record.get("role", "?")
+            breaks.append(item)
+    counted = [record["graphs"] for record in processes if record.get("graphs") is not None]
+    return {
+        "breaks": breaks,
+        "graphs": sum(counted) if counted else None,
+        "processes": [
+            {
+                "role": record.get("role", "?"),
+                "pid": record["pid"],
+                "graphs": record["graphs"],
+                "graph_breaks": len(record["breaks"]),
+            }
+            for record in processes
+        ],
+        "rllib": any(record.get("rllib") for record in processes),
+    }
 
 
 # --- The report ------------------------------------------------------------------------
@@ -225,6 +265,29 @@ def _rows(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]
     ]
 
 
+_NOTHING_COMPILED = (
+    "no process compiled anything: nothing ran under torch.compile (is the compiled "
+    "function called? is compiling switched on?)"
+)
+_RLLIB_HINT = (
+    ". RLlib 2.60 compiles nothing with its default torch_compile_learner_what_to_compile "
+    "(forward_train): use TorchCompileWhatToCompile.COMPLETE_UPDATE"
+)
+
+
+def _processes(processes: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """A table of each process's graphs and breaks, where the program ran more than one."""
+    if max(len(processes["without"]), len(processes["with"])) < 2:
+        return []
+    rows = [
+        (label, process["role"], process["pid"], process["graphs"], process["graph_breaks"])
+        for label in ("without", "with")
+        for process in processes[label]
+    ]
+    header = ["package", "process", "pid", "graphs", "graph breaks"]
+    return ["", "each process:", console.table(rows, header)]
+
+
 def _render(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     graphs, breaks = summary["graphs"], summary["graph_breaks"]
     lines = [
@@ -246,6 +309,9 @@ def _render(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 
     header = ["where", "cause", "library", "without", "with", "this package"]
     lines.append(console.table(table, header))
+    lines += _processes(summary["processes"])
+    if not graphs["without"] and not graphs["with"]:
+        lines += ["", _NOTHING_COMPILED + (_RLLIB_HINT if summary["rllib"] else "")]
     remaining = [row for row in rows if not row["removed"]]
     if remaining:
         lines += ["", "what you can do about the breaks that remain:"]
@@ -275,6 +341,8 @@ def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
         "graph_breaks": {"without": len(before["breaks"]), "with": len(after["breaks"])},
         "graphs": {"without": before["graphs"], "with": after["graphs"]},
         "exit_codes": {"without": before["exit_code"], "with": after["exit_code"]},
+        "processes": {"without": before["processes"], "with": after["processes"]},
+        "rllib": before["rllib"] or after["rllib"],
         "failed": {
             "without": before["error"] if before["failed"] else None,
             "with": after["error"] if after["failed"] else None,

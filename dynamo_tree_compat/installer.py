@@ -173,8 +173,7 @@ def install(wait: bool = True) -> dict[str, Outcome]:
             if library == "dm-tree" and any(o.kind is Kind.REGISTERED for o in outcomes.values()):
                 _connect_dmtree(module)
         _install_helpers()
-        if _provisional[0]:
-            settle()  # answers asked again: in vain from inside torch's own imports
+        # Open answers are asked before Dynamo's first frame, never at import.
         if _provisional[0] and not _settle_hooked:
             _settle_hooked.append(True)
             try:
@@ -265,9 +264,11 @@ def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]
     return stand_ins
 
 
-def _settled() -> bool:
+def _settled(ask: bool = False) -> bool:
+    """Whether every capability has its answer; ``ask``: trials compile for those open
+    (never at import: before Dynamo's first frame, see :func:`settle`)."""
     try:
-        return bool(_dynamo.capabilities_settled())
+        return bool(_dynamo.capabilities_settled(ask=ask))
     except Exception:  # noqa: BLE001 - Dynamo's internals moved: nothing to wait for
         return True
 
@@ -285,7 +286,7 @@ def settle() -> bool:
     if not _provisional[0]:
         return True
     with _dynamo.compile_lock(False) as held, _lock:
-        if not held or not _settled():
+        if not held or not _settled(ask=True):
             return False
         _provisional[0] = False
         _retire_unneeded()

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+import pathlib
 import re
 from collections.abc import Callable
 
 from ..substitutions import library_of_function
-from .seam import patches
+from .seam import internals, patches
 from .seam.log_format import GRAPH_BREAK_LOGGER, graph_break_report, read_graph_break
 
 __all__ = [
@@ -57,16 +58,32 @@ class GraphBreak:
         return "(repeat: Dynamo reports a call site once)"
 
 
-# The twins' frames, which a break's report names but a user did not write.
-_MACHINERY_FILES = (
-    os.path.join("dynamo_tree_compat", "installer.py"),
-    os.path.join("dynamo_tree_compat", "_dynamo", "internals.py"),  # a break naming its reason
-    os.path.join("dynamo_tree_compat", "_dynamo", "patches.py"),  # graph_break(msg=) on 2.5
+def _package_path(module_file: str) -> str:
+    """A module's path from the package's folder on: the end of a frame's path."""
+    parts = pathlib.Path(os.path.normpath(module_file)).parts
+    start = len(parts) - 1 - parts[::-1].index("dynamo_tree_compat")
+    return os.path.join(*parts[start:])
+
+
+# The twins' frames, which a break's report names but a user did not write: the
+# installer's, a break naming its reason (internals), graph_break(msg=) on 2.5 (patches).
+_MACHINERY_FILES = tuple(
+    _package_path(file)
+    for file in (
+        os.path.join(os.path.dirname(__file__), os.pardir, "installer.py"),
+        internals.__file__,
+        patches.__file__,
+    )
 )
 _MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "dmtree") + os.sep,)
 
 
 def _is_machinery(frame: str) -> bool:
+    """Whether a frame (``path:line``) is the package's own machinery.
+
+    >>> _is_machinery(patches.__file__ + ":165"), _is_machinery("model.py:3")
+    (True, False)
+    """
     path = frame.rpartition(":")[0]
     return path.endswith(_MACHINERY_FILES) or any(part in path for part in _MACHINERY_DIRS)
 
@@ -182,14 +199,17 @@ def parse_graph_break(message: str) -> GraphBreak:
 class GraphBreakRecorder(logging.Handler):
     """Collects Dynamo's graph-break reports while active, without printing them."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_break: Callable[[], None] | None = None) -> None:
         super().__init__(logging.DEBUG)
         self.breaks: list[GraphBreak] = []
+        self._on_break = on_break
         self._saved: tuple[int, bool] | None = None
         self._undo: Callable[[], None] = lambda: None
 
     def emit(self, record: logging.LogRecord) -> None:
         self.breaks.append(parse_graph_break(graph_break_report(record)))
+        if self._on_break is not None:
+            self._on_break()
 
     def __enter__(self) -> GraphBreakRecorder:
         logger = logging.getLogger(GRAPH_BREAK_LOGGER)

@@ -10,6 +10,10 @@ seen on 2026-12-03 (``docs/torch-versions.md``).
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -78,7 +82,18 @@ def test_every_capability_and_feature_is_pinned() -> None:
 @needs_a_pinned_release
 @pytest.mark.parametrize("name", capabilities.NAMES)
 def test_the_package_capability_answers_as_pinned(name: str) -> None:
+    """Both the shipped answer and the trial itself, asked now on this torch."""
     assert capabilities.has(name) is (TORCH in TRUE_ON[name]), f"torch {torch.__version__}"
+    assert capabilities.trial(name) is (TORCH in TRUE_ON[name]), f"torch {torch.__version__}"
+
+
+def test_the_shipped_answers_are_the_pinned_ones_for_every_release() -> None:
+    assert [tuple(map(int, r.split(".")[:2])) for r in capabilities.KNOWN_RELEASES] == RELEASES
+    for release in capabilities.KNOWN_RELEASES:
+        minor = tuple(map(int, release.split(".")[:2]))
+        expected = {name: minor in TRUE_ON[name] for name in capabilities.NAMES}
+        assert capabilities.known_answers(release) == expected, release
+        assert capabilities.known_answers(release + "+cu126") == expected, release
 
 
 @needs_a_pinned_release
@@ -134,9 +149,79 @@ def test_a_first_compile_that_imports_dynamo_still_gets_true_answers() -> None:
         print(json.dumps([type(out).__name__, len(graphs), capabilities._ANSWERS]))
         """,
         DYNAMO_TREE_COMPAT_ANY_TORCH="1",
+        DYNAMO_TREE_COMPAT_ASK_DYNAMO="1",  # as on a build nobody has seen
+        DYNAMO_TREE_COMPAT_CACHE_DIR="0",
     )
     kind, graphs, answers = json.loads(completed.stdout.strip().splitlines()[-1])
     expected = {name: TORCH in TRUE_ON[name] for name in capabilities.NAMES}
     assert answers == expected
     if expected["defaultdict_leaves_graph"]:  # before 2.8 Dynamo returns a plain dict
         assert (kind, graphs) == ("defaultdict", 1)  # the safe answer: a break at the map
+
+
+_IMPORT_THEN_COMPILE = """
+import json
+import torch, torch._dynamo, tree, optree
+from dynamo_tree_compat._dynamo.seam import capabilities
+after_import = list(capabilities.TRIALS_RUN)
+compiled = torch.compile(lambda x: tree.map_structure(lambda t: t + 1, [x]), backend="eager")
+compiled(torch.ones(1))
+print(json.dumps([after_import, capabilities.TRIALS_RUN, capabilities._ANSWERS]))
+"""
+
+
+def _import_then_compile(**environment: str) -> tuple[list[str], list[str], dict[str, bool]]:
+    completed = run_fresh(_IMPORT_THEN_COMPILE, **environment)
+    after_import, after_compile, answers = json.loads(completed.stdout.splitlines()[-1])
+    return after_import, after_compile, answers
+
+
+@needs_a_pinned_release
+def test_nothing_compiles_for_a_capability_on_a_release_the_matrix_tests() -> None:
+    after_import, after_compile, answers = _import_then_compile()
+    assert (after_import, after_compile) == ([], [])
+    assert answers == {name: TORCH in TRUE_ON[name] for name in capabilities.NAMES}
+
+
+def _compiling() -> set[str]:
+    return {name for name, (_, compiles) in capabilities._QUESTIONS.items() if compiles}
+
+
+def test_a_build_nobody_has_seen_asks_once_before_its_first_frame_then_from_the_cache(
+    tmp_path: pathlib.Path,
+) -> None:
+    unseen = {"DYNAMO_TREE_COMPAT_ASK_DYNAMO": "1", "DYNAMO_TREE_COMPAT_CACHE_DIR": str(tmp_path)}
+    after_import, after_compile, answers = _import_then_compile(**unseen)
+    assert after_import == []  # nothing compiles at import
+    assert set(after_compile) == _compiling()  # the trials, before the first frame
+    [cached] = tmp_path.iterdir()
+    assert json.loads(cached.read_text())["answers"] == answers
+    assert _import_then_compile(**unseen) == ([], [], answers)  # from the cache
+    for corrupt in ("{not json", json.dumps({"build": "another", "answers": answers})):
+        cached.write_text(corrupt)
+        _, after_compile, again = _import_then_compile(**unseen)
+        assert set(after_compile) == _compiling() and again == answers
+        assert json.loads(cached.read_text())["answers"] == answers
+
+
+def test_concurrent_writers_leave_one_whole_cache_file(tmp_path: pathlib.Path) -> None:
+    environment = {
+        **os.environ,
+        "DYNAMO_TREE_COMPAT_ASK_DYNAMO": "1",
+        "DYNAMO_TREE_COMPAT_CACHE_DIR": str(tmp_path),
+    }
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _IMPORT_THEN_COMPILE],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [writer.communicate(timeout=600) for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0, 0], outputs
+    [cached] = tmp_path.iterdir()  # no temporary file left behind
+    answers = [json.loads(out.splitlines()[-1])[2] for out, _ in outputs]
+    assert json.loads(cached.read_text())["answers"] == answers[0] == answers[1] == answers[2]

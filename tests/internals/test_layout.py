@@ -250,6 +250,7 @@ def _defined(tree: ast.Module) -> set[str]:
 PAST_THE_CONTRACT = {
     f"{ROOT}.activation": {f"{ROOT}._dynamo.runtime", f"{ROOT}._dynamo.seam.lock"},
     f"{ROOT}.explain": {f"{ROOT}._dynamo.graph_breaks"},
+    f"{ROOT}.recording": {f"{ROOT}._dynamo.graph_breaks"},
     f"{ROOT}.pytest_plugin": {f"{ROOT}._dynamo.graph_breaks"},
 }
 

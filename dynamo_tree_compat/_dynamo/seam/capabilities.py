@@ -1,18 +1,24 @@
 """What this torch's Dynamo can do, asked by trying it: the one place for such questions.
 
 Each capability is a question the package's workarounds depend on. Most are asked by
-compiling a tiny function (``backend="eager"``) once, outside any trace, and looking at
-what comes back; one by trying a variable outside a trace; two by what Dynamo has.
+compiling a tiny function (``backend="eager"``) outside any trace, and looking at what
+comes back; one by trying a variable outside a trace; the rest by what Dynamo has.
 Never by reading Dynamo's source text, which a refactor can change without changing
-behaviour. Answers are cached for the process; ``tests/internals/test_capabilities.py``
-pins each release's answers, so that a change is a failure there, not a silent switch.
+behaviour.
+
+Nothing compiles when Dynamo or a tree library is imported. For the releases the torch
+matrix tests, the answers ship as data (:func:`known_answers`), and the matrix proves
+on each that the trials still give them (``tests/internals/test_capabilities.py``). For
+a build nobody has seen, the questions that need no compile are asked on first use; the
+trials compile once, outside any trace, before Dynamo's first frame (:func:`settled`
+with ``ask=True``), and their answers are cached on disk per torch build
+(:data:`ENV_CACHE_DIR`; a corrupt or foreign file means asking again).
 
 A trial leaves no trace: Dynamo's counters are put back and its graph-break log is
-silenced while it runs. Where a trial cannot run now (Dynamo is tracing, another
-thread holds the compile lock, or a torch module is half imported, as while torch's
-own imports import Dynamo), the answer is :data:`SAFE`, which keeps the workaround, and
-the question is asked again next time (:func:`settled` says whether any is open). Where
-a trial fails, the answer is :data:`SAFE` for good.
+silenced while it runs. Until a capability has its answer, or where a trial cannot run
+now (Dynamo is tracing, another thread holds the compile lock, or a torch module is half
+imported), the answer is :data:`SAFE`, which keeps the workaround. Where a trial fails,
+the answer is :data:`SAFE` for good in the process, and is not cached.
 """
 
 from __future__ import annotations
@@ -20,8 +26,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import json
 import logging
+import os
+import re
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,7 +40,19 @@ from . import internals, making
 from .lock import compile_lock
 from .log_format import GRAPH_BREAK_LOGGER
 
-__all__ = ["NAMES", "SAFE", "answers", "has", "settled"]
+__all__ = [
+    "ENV_ASK",
+    "ENV_CACHE_DIR",
+    "KNOWN_RELEASES",
+    "NAMES",
+    "SAFE",
+    "TRIALS_RUN",
+    "answers",
+    "has",
+    "known_answers",
+    "settled",
+    "trial",
+]
 
 
 def _sorted_mixed_keys(x: Any) -> Any:
@@ -200,6 +222,134 @@ SAFE: dict[str, bool] = {
     "tree_map_only_fast_path": True,
 }
 _ANSWERS: dict[str, bool] = {}
+#: Capabilities whose trial failed in this process: their safe answers are not cached.
+_FAILED: set[str] = set()
+#: Whether the shipped or cached answers were looked up in this process.
+_LOOKED_UP: list[bool] = []
+#: The trials that compiled in this process, by name.
+TRIALS_RUN: list[str] = []
+
+#: Set to ``1`` to ignore the shipped answers, as on a build nobody has seen: answers come
+#: from the disk cache, else from trying (``DYNAMO_TREE_COMPAT_CACHE_DIR=0`` as well: always
+#: from trying).
+ENV_ASK = "DYNAMO_TREE_COMPAT_ASK_DYNAMO"
+#: Where the answers for builds nobody has seen are cached; default
+#: ``$XDG_CACHE_HOME/dynamo-tree-compat`` (``~/.cache``). ``0``: no cache.
+ENV_CACHE_DIR = "DYNAMO_TREE_COMPAT_CACHE_DIR"
+
+#: The releases the torch matrix tests, whose answers ship as data.
+KNOWN_RELEASES = (
+    "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0",
+    "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0",
+)  # fmt: skip
+#: Each capability: the first and the last minor release of torch 2 where it is True
+#: (``None``: none), as the matrix saw them.
+_TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
+    "sort_raises_cleanly": (11, 15),
+    "defaultdict_takes_items": (10, 15),
+    "defaultdict_leaves_graph": (8, 15),
+    "deque_keeps_maxlen": (6, 15),
+    "inlined_skip_becomes_break": (5, 10),
+    "break_recurses_on_cycles": (5, 10),
+    "skip_keeps_graphs": (7, 15),
+    "compares_through_polyfills": (5, 12),
+    "tree_map_fast_path": (10, 15),
+    "tree_map_with_path_fast_path": (12, 15),
+    "tree_map_only_fast_path": (10, 15),
+}
+#: Local version labels of the official builds (``+cpu``, ``+cu126``): the same Dynamo.
+_OFFICIAL_BUILD = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)?$")
+
+
+def known_answers(version: str) -> dict[str, bool] | None:
+    """The answers for a torch release the matrix tests, in an official build; None for
+    any other build.
+
+    >>> known = known_answers("2.13.0+cpu"), known_answers("2.9.1")
+    >>> known[0]["tree_map_fast_path"], known[1]["sort_raises_cleanly"]
+    (True, False)
+    >>> known_answers("2.16.0"), known_answers("2.13.0+git1234"), known_answers("2.13.0a0")
+    (None, None, None)
+    """
+    release, _, local = version.partition("+")
+    if release not in KNOWN_RELEASES or not _OFFICIAL_BUILD.match(local):
+        return None
+    minor = int(release.split(".")[1])
+    return {
+        name: span is not None and span[0] <= minor <= span[1]
+        for name, span in _TRUE_FROM_TO.items()
+    }
+
+
+def _build() -> str:
+    """This torch build: its version and the commit it was built from."""
+    import torch
+
+    return f"{torch.__version__}@{getattr(torch.version, 'git_version', '')}"
+
+
+def _cache_file() -> str | None:
+    folder = os.environ.get(ENV_CACHE_DIR, "")
+    if folder == "0":
+        return None
+    if not folder:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(home, "dynamo-tree-compat")
+    name = re.sub(r"[^A-Za-z0-9.@_-]", "_", _build())
+    return os.path.join(folder, f"capabilities-{name}.json")
+
+
+def _read_cache() -> dict[str, bool] | None:
+    """The cached answers for this build; None where there are none, or the file is
+    corrupt, or another build's or another version of this package's."""
+    path = _cache_file()
+    try:
+        with open(path or "", encoding="utf-8") as file:
+            data = json.load(file)
+        found = data["answers"]
+        if data["build"] != _build() or set(found) != set(NAMES):
+            return None
+        if not all(type(answer) is bool for answer in found.values()):
+            return None
+        return dict(found)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_cache(found: dict[str, bool]) -> None:
+    """Caches this build's answers: written whole to a new file, then moved into place,
+    so that concurrent writers and readers never see half a file. Never raises."""
+    path = _cache_file()
+    if path is None:
+        return
+    temporary = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump({"build": _build(), "answers": found}, file)
+        os.replace(temporary, path)
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+
+
+def _look_up() -> None:
+    """Takes the shipped answers for this release, or the cached ones for this build,
+    once per process."""
+    if _LOOKED_UP:
+        return
+    _LOOKED_UP.append(True)
+    try:
+        import torch
+
+        shipped = os.environ.get(ENV_ASK, "").strip() != "1"
+        found = (shipped and known_answers(torch.__version__)) or _read_cache()
+    except Exception:  # noqa: BLE001 - no answers to take: ask
+        found = None
+    for name, answer in (found or {}).items():
+        _ANSWERS.setdefault(name, answer)
 
 
 #: Not empty while a trial compiles: its graphs are not the program's.
@@ -228,13 +378,15 @@ def _importing_torch() -> bool:
     return any(half_imported(name) for name in list(sys.modules) if name.startswith("torch"))
 
 
-def _ask(name: str) -> bool | None:
-    """The answer, or None where the trial cannot run now."""
+def trial(name: str) -> bool | None:
+    """The answer of ``name``'s own question, asked now whatever is known or cached;
+    None where it cannot be asked now."""
     question, compiles = _QUESTIONS[name]
     if not compiles:
         try:
             return bool(question())
         except Exception:  # noqa: BLE001 - Dynamo cannot say: keep the workaround
+            _FAILED.add(name)
             return SAFE[name]
     try:
         internals.load()  # the compile lock is Dynamo's
@@ -246,17 +398,19 @@ def _ask(name: str) -> bool | None:
         if not held:
             return None
         with _unseen():
+            TRIALS_RUN.append(name)
             try:
                 return bool(question())
             except ImportError:  # a module torch imports lazily is half made: not now
                 return None
             except Exception:  # noqa: BLE001 - Dynamo cannot do it: keep the workaround
+                _FAILED.add(name)
                 return SAFE[name]
 
 
 def has(name: str) -> bool:
-    """Whether this Dynamo can do ``name``, one of :data:`NAMES`; asked once, on first
-    use (the safe answer, not kept, where it cannot be asked now).
+    """Whether this Dynamo can do ``name``, one of :data:`NAMES`. Never compiles: a
+    trial's capability not answered yet gives the safe answer (:func:`settled` asks).
 
     >>> has("no such thing")
     Traceback (most recent call last):
@@ -266,22 +420,29 @@ def has(name: str) -> bool:
     if name not in _QUESTIONS:
         raise ValueError(f"no Dynamo capability named {name!r}")
     if name not in _ANSWERS:
-        answer = _ask(name)
-        if answer is None:
-            return SAFE[name]
-        _ANSWERS[name] = answer
-    return _ANSWERS[name]
+        _look_up()
+    if name not in _ANSWERS and not _QUESTIONS[name][1]:
+        answer = trial(name)
+        if answer is not None:
+            _ANSWERS[name] = answer
+    return _ANSWERS.get(name, SAFE[name])
 
 
-def settled() -> bool:
-    """Whether every capability has its answer (asking those not asked yet).
-
-    Where not, the answers given so far include safe ones to ask again later.
-    """
+def settled(ask: bool = False) -> bool:
+    """Whether every capability has its answer. With ``ask``, the trials not run yet
+    compile now (where they can), and a full set of their answers is cached on disk."""
     answers()
+    if ask and not all(name in _ANSWERS for name in NAMES):
+        for name in NAMES:
+            if name not in _ANSWERS:
+                answer = trial(name)
+                if answer is not None:
+                    _ANSWERS[name] = answer
+        if all(name in _ANSWERS for name in NAMES) and not _FAILED:
+            _write_cache(dict(_ANSWERS))
     return all(name in _ANSWERS for name in NAMES)
 
 
 def answers() -> dict[str, bool]:
-    """Every capability's answer, asked where not yet."""
+    """Every capability's answer now (safe ones where not answered yet); compiles nothing."""
     return {name: has(name) for name in NAMES}

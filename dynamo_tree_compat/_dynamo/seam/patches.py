@@ -204,9 +204,12 @@ def log_every_graph_break() -> Callable[[], None]:
     return undo
 
 
-def count_graphs() -> tuple[Callable[[], int], Callable[[], None]]:
+def count_graphs(
+    on_graph: Callable[[], None] | None = None,
+) -> tuple[Callable[[], int], Callable[[], None]]:
     """Counts the graphs Dynamo compiles from now on, whatever backend compiles them and
     even if the program clears Dynamo's counters: returns (the count so far, undo).
+    ``on_graph`` is called after each new graph.
 
     Dynamo adds one to ``counters["stats"]["unique_graphs"]`` per graph; the stats
     counter becomes one that also keeps a running total outside ``counters``. The
@@ -219,9 +222,13 @@ def count_graphs() -> tuple[Callable[[], int], Callable[[], None]]:
 
     class Tally(collections.Counter):  # type: ignore[type-arg]
         def __setitem__(self, key: Any, value: Any) -> None:
+            added = 0
             if key == "unique_graphs" and isinstance(value, int) and not capabilities.TRIALS:
-                seen[0] += max(0, value - self.get(key, 0))
+                added = max(0, value - self.get(key, 0))
+                seen[0] += added
             super().__setitem__(key, value)
+            if added and on_graph is not None:
+                on_graph()
 
     factory = stats.default_factory
     current = Tally()

@@ -1,0 +1,138 @@
+"""Every process's graphs and graph breaks, for ``explain``: Ray actors, ``torchrun``
+ranks, ``multiprocessing`` children and data-loader workers as well as the program.
+
+``explain`` sets :data:`ENV_RECORD` to a folder for the program it runs; the variable
+passes to every process the program starts, and wherever the package loads there (by
+autoload, whether the package is on or off) it records that process's graphs and breaks
+once Dynamo is imported, into ``<folder>/<pid>.json``. The file is written again after
+each graph and each break, whole (a process that ends with ``os._exit``, as forked
+workers and killed actors do, leaves what it had). ``explain`` then reads them all
+(:func:`read`). Where :data:`ENV_RECORD` is unset, nothing here runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from .config import ENV_RECORD, ENV_RECORD_SKIP
+
+__all__ = ["ENV_RECORD", "ENV_RECORD_SKIP", "break_record", "read", "role", "start"]
+
+_state: dict[str, Any] = {}
+
+
+def role() -> str:
+    """What this process is in a program, as a user would name it.
+
+    >>> role()
+    'main'
+    """
+    title = sys.modules.get("setproctitle")
+    if title is not None and "ray" in sys.modules:
+        with contextlib.suppress(Exception):
+            name = str(title.getproctitle())
+            if name.startswith("ray::"):
+                return f"Ray {name.removeprefix('ray::').split()[0]}"
+    data = sys.modules.get("torch.utils.data")
+    info = getattr(data, "get_worker_info", lambda: None)()
+    if info is not None:
+        return f"data-loader worker {info.id}"
+    if "RANK" in os.environ and "LOCAL_RANK" in os.environ:
+        return f"rank {os.environ['RANK']}"
+    processing = sys.modules.get("multiprocessing")
+    if processing is not None:
+        name = processing.current_process().name
+        if name != "MainProcess":
+            return name
+    return "main"
+
+
+def break_record(item: Any) -> dict[str, str]:
+    """One graph break as the records keep it: where, why, whose, and Dynamo's cause
+    (without its generic hints)."""
+    from ._dynamo.graph_breaks import cause_text, shorten
+
+    lines = cause_text(item.message).splitlines()
+    return {
+        "location": shorten(item.call_site),
+        "where": shorten(item.location),
+        "reason": item.reason,
+        "library": item.library,
+        "cause": "\n".join(line for line in lines if not line.strip().startswith("Hint:")),
+    }
+
+
+def _write(folder: str) -> None:
+    """This process's record, written whole to a new file, then moved into place."""
+    graphs: Callable[[], int] = _state["graphs"]
+    breaks = _state["recorder"].breaks[_state["breaks_before"] :]
+    record = {
+        "pid": os.getpid(),
+        "role": role(),
+        "argv": sys.argv[:4],
+        "graphs": graphs() - _state["graphs_before"],
+        "breaks": [break_record(item) for item in breaks],
+        "rllib": "ray.rllib" in sys.modules,
+    }
+    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        json.dump(record, file)
+    os.replace(temporary, os.path.join(folder, f"{os.getpid()}.json"))
+
+
+def _flush() -> None:
+    folder = os.environ.get(ENV_RECORD)
+    if folder and _state:
+        with contextlib.suppress(Exception):  # recording must never break the program
+            _write(folder)
+
+
+def start() -> bool:
+    """Records this process from now on, where ``explain`` asked for it and this is not
+    its own child; once per process (a forked child's record starts empty: what the
+    parent had is the parent's). Returns whether it records. Dynamo must be loaded.
+    """
+    folder = os.environ.get(ENV_RECORD)
+    if not folder or os.environ.get(ENV_RECORD_SKIP) == str(os.getpid()):
+        return False
+    if _state.get("pid") == os.getpid():
+        return True
+    if _state:  # forked from a process that records
+        _state.update(
+            pid=os.getpid(),
+            graphs_before=_state["graphs"](),
+            breaks_before=len(_state["recorder"].breaks),
+        )
+        return True
+    from . import _dynamo
+
+    graphs, _ = _dynamo.count_graphs(on_graph=_flush)
+    recorder = _dynamo.GraphBreakRecorder(on_break=_flush)
+    recorder.__enter__()  # for the rest of the process
+    _state.update(
+        pid=os.getpid(), graphs=graphs, recorder=recorder, graphs_before=0, breaks_before=0
+    )
+    import atexit
+
+    atexit.register(_flush)
+    return True
+
+
+def read(folder: str, skip_pid: int | None = None) -> list[dict[str, Any]]:
+    """The records in ``folder``, by pid; a file that is not a whole record is skipped."""
+    records = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json") or name == f"{skip_pid}.json":
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            with open(os.path.join(folder, name), encoding="utf-8") as file:
+                record = json.load(file)
+            if isinstance(record, dict) and {"pid", "graphs", "breaks"} <= set(record):
+                records.append(record)
+    return sorted(records, key=lambda record: record["pid"])
