@@ -31,8 +31,12 @@ with warnings.catch_warnings(record=True) as caught:
         import tree
 
         def rllib_pattern(x):
-            dist = {"a": torch.distributions.Normal(x, 1.0, validate_args=False), "b": [x]}
-            means = tree.map_structure(lambda d: getattr(d, "mean", d), dist)
+            normal = torch.distributions.Normal
+            dist = {
+                "a": normal(x, 1.0, validate_args=False),
+                "b": [normal(x + 1, 2.0, validate_args=False)],
+            }
+            means = tree.map_structure(lambda d: d.mean, dist)
             return tree.flatten(means), tree.map_structure_with_path(lambda p, v: len(p), dist)
 
         workloads.append((rllib_pattern, (torch.ones(3),)))

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import pytest
 
 import dynamo_tree_compat
+from tests.helpers.source import RunTimeVisitor
 
 PACKAGE = pathlib.Path(dynamo_tree_compat.__file__).resolve().parent
 ROOT = "dynamo_tree_compat"
@@ -57,17 +58,10 @@ def _is_package(module: str) -> bool:
     return MODULES[module].name == "__init__.py"
 
 
-class _Collector(ast.NodeVisitor):
+class _Collector(RunTimeVisitor):
     def __init__(self, module: str) -> None:
         self.module = module
         self.found: list[Import] = []
-
-    def visit_If(self, node: ast.If) -> None:
-        if ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            for child in node.orelse:
-                self.visit(child)
-            return
-        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -232,17 +226,6 @@ def test_all_is_exact(module: str) -> None:
     taken = _taken().get(module, set()) - {"*"}
     submodules = {name for name in taken if f"{module}.{name}" in MODULES}
     assert sorted(taken - submodules - set(listed)) == [], f"{module}: taken, not listed"
-
-
-def _defined(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(target.id for target in targets if isinstance(target, ast.Name))
-    return names
 
 
 #: The modules outside ``_dynamo`` that reach past its contract, and into what: the

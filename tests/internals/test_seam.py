@@ -27,6 +27,7 @@ from typing import NamedTuple
 import pytest
 
 from dynamo_tree_compat._dynamo import seam
+from tests.helpers.source import RunTimeVisitor
 
 PACKAGE = pathlib.Path(seam.__file__).resolve().parent.parent.parent
 SEAM = "_dynamo/seam/"
@@ -67,7 +68,7 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-class _Checker(ast.NodeVisitor):
+class _Checker(RunTimeVisitor):
     """Collects the findings of one module."""
 
     def __init__(self) -> None:
@@ -76,13 +77,6 @@ class _Checker(ast.NodeVisitor):
 
     def _add(self, node: ast.AST, name: str) -> None:
         self.found.append(Finding(getattr(node, "lineno", 0), name))
-
-    def visit_If(self, node: ast.If) -> None:
-        if _chain(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            for child in node.orelse:
-                self.visit(child)
-            return
-        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
