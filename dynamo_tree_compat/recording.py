@@ -33,12 +33,13 @@ def role() -> str:
     >>> role()
     'main'
     """
-    title = sys.modules.get("setproctitle")
-    if title is not None and "ray" in sys.modules:
-        with contextlib.suppress(Exception):
-            name = str(title.getproctitle())
-            if name.startswith("ray::"):
-                return f"Ray {name.removeprefix('ray::').split()[0]}"
+    ray = sys.modules.get("ray")
+    if ray is not None and sys.argv[:1] and sys.argv[0].endswith("default_worker.py"):
+        with contextlib.suppress(Exception):  # an actor: its class; else a Ray task worker
+            actor = ray.get_runtime_context().current_actor
+            name = actor._ray_actor_creation_function_descriptor.class_name
+            return "Ray actor" if "<locals>" in name else f"Ray actor {name}"  # a wrapper
+        return "Ray worker"
     data = sys.modules.get("torch.utils.data")
     info = getattr(data, "get_worker_info", lambda: None)()
     if info is not None:

@@ -16,8 +16,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import ray
+from ray.rllib.algorithms.algorithm_config import TorchCompileWhatToCompile
 from ray.rllib.algorithms.ppo import PPOConfig
-from ray.rllib.core.learner.learner import TorchCompileWhatToCompile
 from rllib_learner import NESTED_ACTIONS, OBSERVATIONS
 
 
