@@ -4,12 +4,13 @@ with ``COMPLETE_UPDATE``, on an env with a nested Dict/Tuple action space, ``alg
     python rllib_algo.py NUM_LEARNERS [OUTPUT.json]
 
 With ``NUM_LEARNERS=1`` the learner runs in a Ray actor on a local cluster. Writes each
-iteration's total loss to OUTPUT.json.
+iteration's total loss to OUTPUT.json.<DYNAMO_TREE_COMPAT> (explain runs it off and on).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -67,7 +68,7 @@ def main(num_learners: int, output: str | None) -> None:
     algo.stop()
     ray.shutdown()
     if output:
-        with open(output, "w") as handle:
+        with open(f"{output}.{os.environ.get('DYNAMO_TREE_COMPAT', '1')}", "w") as handle:
             json.dump(losses, handle)
 
 

@@ -137,3 +137,32 @@ def test_silent_in_rllibs_environment() -> None:
     from tests.helpers.silence import assert_silent
 
     assert assert_silent()["uses"] == ["dm-tree", "torch pytree"]
+
+
+@pytest.mark.parametrize("num_learners", [0, 1])
+def test_rllibs_own_switch_with_explain(tmp_path: Path, num_learners: int) -> None:
+    """RLlib's ``torch_compile_learner`` with ``COMPLETE_UPDATE``, ``algo.train()``; with
+    one learner it runs in a Ray actor. ``explain`` sees the learner's process: no dm-tree
+    break is left with the package, and the losses equal the package-off run's."""
+    losses = tmp_path / "losses"
+    completed = subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", "explain", "--json"]
+        + [str(HERE / "rllib_algo.py"), str(num_learners), str(losses)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=HERE,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout)
+    learner = "main" if num_learners == 0 else "Ray actor"
+    for label in ("without", "with"):
+        roles = [process["role"] for process in report["processes"][label]]
+        assert learner in roles, roles
+    assert report["graphs"]["without"] > report["graphs"]["with"] > 0
+    tree_rows = [row for row in report["breaks"] if row["library"] == "dm-tree"]
+    assert tree_rows and all(row["with"] == 0 for row in tree_rows)
+    off = json.loads((tmp_path / "losses.0").read_text())
+    on = json.loads((tmp_path / "losses.1").read_text())
+    assert len(off) == len(on) == 2
+    assert on == pytest.approx(off, rel=1e-5)
