@@ -98,7 +98,7 @@ def hook(flag_path: str) -> bool:
         method_caller_class()
     except Exception:  # noqa: BLE001 - Dynamo's builder is not as expected
         return False
-    wrap = getattr(owner, name)
+    wrap = internals.hook_point(owner, name)
 
     def wrap_with_our_variables(builder: Builder, value: Any) -> Any:
         try:
@@ -117,8 +117,7 @@ def hook(flag_path: str) -> bool:
                 raise
             return too_deep(internals.read(builder, "tx"), "a structure that comes in")
 
-    _HOOKED.append((owner, name, wrap))
-    setattr(owner, name, wrap_with_our_variables)
+    _HOOKED.append((owner, name, patches.replace(owner, name, wrap_with_our_variables)))
     _hook_tensor_check(flag_path)
     _hook_sourceless(flag_path)
     return True
@@ -135,8 +134,7 @@ def _hook_sourceless(flag_path: str) -> None:
         spec_method_class()
     except Exception:  # noqa: BLE001 - Dynamo's builder is not as expected
         return
-    descriptor = owner.__dict__[name]
-    original = getattr(owner, name)
+    original = internals.hook_point(owner, name)
 
     def create_or_spec_method(tx: Translator, value: Any) -> Any:
         try:
@@ -146,8 +144,7 @@ def _hook_sourceless(flag_path: str) -> None:
                 raise
             return spec_method_class()(value)
 
-    _HOOKED.append((owner, name, descriptor))
-    setattr(owner, name, staticmethod(create_or_spec_method))
+    _HOOKED.append((owner, name, patches.replace(owner, name, staticmethod(create_or_spec_method))))
 
 
 def _hook_tensor_check(flag_path: str) -> None:
@@ -161,7 +158,7 @@ def _hook_tensor_check(flag_path: str) -> None:
         owner, name = internals.tensor_check()
     except Exception:  # noqa: BLE001 - Dynamo's frame check is not as expected
         return
-    original = getattr(owner, name)
+    original = internals.hook_point(owner, name)
 
     def has_tensor_in_frame(frame: Any) -> bool:
         try:
@@ -171,8 +168,7 @@ def _hook_tensor_check(flag_path: str) -> None:
                 raise
             return True
 
-    _HOOKED.append((owner, name, original))
-    setattr(owner, name, has_tensor_in_frame)
+    _HOOKED.append((owner, name, patches.replace(owner, name, has_tensor_in_frame)))
 
 
 def is_hooked() -> bool:
@@ -184,4 +180,4 @@ def unhook() -> None:
     """Undoes :func:`hook`."""
     while _HOOKED:
         owner, name, original = _HOOKED.pop()
-        setattr(owner, name, original)
+        patches.replace(owner, name, original)

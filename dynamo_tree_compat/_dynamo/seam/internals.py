@@ -454,6 +454,12 @@ def registration_tables() -> tuple[dict[Any, Any], Any, dict[Any, Any], dict[Any
     return id_dispatch, polyfilled_ids, rule_map, handlers
 
 
+def hook_point(owner: Any, name: str) -> Any:
+    """What Dynamo has at a hook point that :func:`builder_wrap`, :func:`sourceless_create`
+    or :func:`tensor_check` named: the function a hook then calls on."""
+    return _get(owner, name)
+
+
 def builder_wrap() -> tuple[Any, str]:
     """(owner, name) of the function Dynamo's builder makes a variable of a value with."""
     from torch._dynamo.variables.builder import VariableBuilder

@@ -27,12 +27,22 @@ __all__ = [
     "give_mapping_proxies_a_type",
     "graph_break_function",
     "log_every_graph_break",
+    "replace",
     "set_class",
     "set_deque_maxlen",
     "skip_frame",
     "unskip_code",
     "with_slot_names",
 ]
+
+
+def replace(owner: Any, name: str, new: Any) -> Any:
+    """Puts ``new`` in place of Dynamo's ``owner.name`` (a hook); returns what was there,
+    as stored (a class's staticmethod stays one), for putting back with this again."""
+    stored = vars(owner).get(name) if isinstance(owner, type) else None
+    before = getattr(owner, name) if stored is None else stored
+    setattr(owner, name, new)
+    return before
 
 
 def set_class(variable: Variable, cls: type) -> None:
