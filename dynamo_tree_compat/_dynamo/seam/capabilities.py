@@ -17,8 +17,8 @@ with ``ask=True``), and their answers are cached on disk per torch build
 A trial leaves no trace: Dynamo's counters are put back and its graph-break log is
 silenced while it runs. Until a capability has its answer, or where a trial cannot run
 now (Dynamo is tracing, another thread holds the compile lock, or a torch module is half
-imported), the answer is :data:`SAFE`, which keeps the workaround. Where a trial fails,
-the answer is :data:`SAFE` for good in the process, and is not cached.
+imported), the answer is :data:`SAFE`, which keeps the workaround. Where a trial fails
+(older Dynamos fail on what they cannot do), the answer is :data:`SAFE` for good.
 """
 
 from __future__ import annotations
@@ -222,8 +222,6 @@ SAFE: dict[str, bool] = {
     "tree_map_only_fast_path": True,
 }
 _ANSWERS: dict[str, bool] = {}
-#: Capabilities whose trial failed in this process: their safe answers are not cached.
-_FAILED: set[str] = set()
 #: Whether the shipped or cached answers were looked up in this process.
 _LOOKED_UP: list[bool] = []
 #: The trials that compiled in this process, by name.
@@ -386,7 +384,6 @@ def trial(name: str) -> bool | None:
         try:
             return bool(question())
         except Exception:  # noqa: BLE001 - Dynamo cannot say: keep the workaround
-            _FAILED.add(name)
             return SAFE[name]
     try:
         internals.load()  # the compile lock is Dynamo's
@@ -404,7 +401,6 @@ def trial(name: str) -> bool | None:
             except ImportError:  # a module torch imports lazily is half made: not now
                 return None
             except Exception:  # noqa: BLE001 - Dynamo cannot do it: keep the workaround
-                _FAILED.add(name)
                 return SAFE[name]
 
 
@@ -438,7 +434,7 @@ def settled(ask: bool = False) -> bool:
                 answer = trial(name)
                 if answer is not None:
                     _ANSWERS[name] = answer
-        if all(name in _ANSWERS for name in NAMES) and not _FAILED:
+        if all(name in _ANSWERS for name in NAMES):
             _write_cache(dict(_ANSWERS))
     return all(name in _ANSWERS for name in NAMES)
 
