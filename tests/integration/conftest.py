@@ -19,4 +19,4 @@ collect_ignore = [] if _keras_version().startswith("3.0.") else ["test_keras.py"
 if not _keras_version():
     collect_ignore.append("test_keras_fit.py")
 if not importlib.util.find_spec("ray"):
-    collect_ignore += ["test_rllib.py", "rllib_learner.py", "rllib_script.py"]
+    collect_ignore += ["test_rllib.py", "rllib_learner.py", "rllib_script.py", "rllib_algo.py"]
