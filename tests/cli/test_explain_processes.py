@@ -49,16 +49,21 @@ torch.compile(step, backend="eager")(torch.ones(2) * int(os.environ["RANK"]))
 )
 
 
-def _explain(tmp_path: Path, *command: str) -> dict[str, Any]:
+def _run_explain(tmp_path: Path, *command: str) -> str:
+    """explain's output on a program in ``tmp_path``; it must exit 0."""
     completed = subprocess.run(
-        [sys.executable, "-m", "dynamo_tree_compat", "explain", "--json", *command],
+        [sys.executable, "-m", "dynamo_tree_compat", "explain", *command],
         capture_output=True,
         text=True,
         timeout=900,
         cwd=tmp_path,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout)
+    return completed.stdout
+
+
+def _explain(tmp_path: Path, *command: str) -> dict[str, Any]:
+    return json.loads(_run_explain(tmp_path, "--json", *command))
 
 
 def _by_role(report: dict[str, Any], label: str) -> dict[str, tuple[int, int]]:
@@ -104,16 +109,9 @@ def test_both_torchrun_ranks_are_seen(tmp_path: Path) -> None:
 
 def test_a_program_that_compiles_nothing_is_told_so(tmp_path: Path) -> None:
     (tmp_path / "idle.py").write_text("import torch, tree\nprint(tree.flatten([1]))\n")
-    completed = subprocess.run(
-        [sys.executable, "-m", "dynamo_tree_compat", "explain", "idle.py"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    assert "no process compiled anything" in completed.stdout
-    assert "COMPLETE_UPDATE" not in completed.stdout  # RLlib's hint: only where RLlib is
+    printed = _run_explain(tmp_path, "idle.py")
+    assert "no process compiled anything" in printed
+    assert "COMPLETE_UPDATE" not in printed  # RLlib's hint: only where RLlib is
 
 
 @pytest.mark.parametrize(
