@@ -166,13 +166,7 @@ def run_child(argv: list[str]) -> int:
             lines = traceback.format_exception(type(failure), failure, failure.__traceback__)
             error = "".join(lines).rstrip().splitlines()[-_ERROR_LINES:]
     undo()
-    record = {
-        "pid": os.getpid(),
-        "role": "main",
-        "graphs": graphs(),
-        "breaks": [recording.break_record(item) for item in recorder.breaks],
-        "rllib": "ray.rllib" in sys.modules,
-    }
+    record = recording.process_record(graphs(), recorder.breaks, named="main")
     with open(output, "w") as handle:
         json.dump({"main": record, "exit_code": exit_code, "error": error}, handle)
     return 0

@@ -16,13 +16,20 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
 from .config import ENV_RECORD, ENV_RECORD_SKIP
 
-__all__ = ["ENV_RECORD", "ENV_RECORD_SKIP", "break_record", "read", "role", "start"]
+__all__ = [
+    "ENV_RECORD",
+    "ENV_RECORD_SKIP",
+    "break_record",
+    "process_record",
+    "read",
+    "role",
+    "start",
+]
 
 _state: dict[str, Any] = {}
 
@@ -69,29 +76,30 @@ def break_record(item: Any) -> dict[str, str]:
     }
 
 
-def _write(folder: str) -> None:
-    """This process's record, written whole to a new file, then moved into place."""
-    graphs: Callable[[], int] = _state["graphs"]
-    breaks = _state["recorder"].breaks[_state["breaks_before"] :]
-    record = {
+def process_record(graphs: int, breaks: list[Any], named: str | None = None) -> dict[str, Any]:
+    """One process's record: its pid, role (``named``, else :func:`role`), graphs and
+    breaks, and whether RLlib is loaded in it."""
+    return {
         "pid": os.getpid(),
-        "role": role(),
-        "argv": sys.argv[:4],
-        "graphs": graphs() - _state["graphs_before"],
+        "role": named or role(),
+        "graphs": graphs,
         "breaks": [break_record(item) for item in breaks],
         "rllib": "ray.rllib" in sys.modules,
     }
-    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-        json.dump(record, file)
-    os.replace(temporary, os.path.join(folder, f"{os.getpid()}.json"))
 
 
 def _flush() -> None:
+    """Writes this process's record again, whole (see the module's docstring)."""
     folder = os.environ.get(ENV_RECORD)
-    if folder and _state:
-        with contextlib.suppress(Exception):  # recording must never break the program
-            _write(folder)
+    if not folder or not _state:
+        return
+    with contextlib.suppress(Exception):  # recording must never break the program
+        from . import _dynamo
+
+        graphs: Callable[[], int] = _state["graphs"]
+        breaks = _state["recorder"].breaks[_state["breaks_before"] :]
+        record = process_record(graphs() - _state["graphs_before"], breaks)
+        _dynamo.write_json_whole(os.path.join(folder, f"{os.getpid()}.json"), record)
 
 
 def start() -> bool:
@@ -125,11 +133,11 @@ def start() -> bool:
     return True
 
 
-def read(folder: str, skip_pid: int | None = None) -> list[dict[str, Any]]:
+def read(folder: str) -> list[dict[str, Any]]:
     """The records in ``folder``, by pid; a file that is not a whole record is skipped."""
     records = []
     for name in sorted(os.listdir(folder)):
-        if not name.endswith(".json") or name == f"{skip_pid}.json":
+        if not name.endswith(".json"):
             continue
         with contextlib.suppress(OSError, ValueError):
             with open(os.path.join(folder, name), encoding="utf-8") as file:

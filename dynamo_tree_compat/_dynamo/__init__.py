@@ -68,6 +68,7 @@ __all__ = [
     "unhook_builder",
     "unroute",
     "unsubstitute",
+    "write_json_whole",
 ]
 
 # name -> (module, attribute there)
@@ -80,6 +81,7 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "HOOKS_OFF": ("runtime", "HOOKS_OFF"),
     "LOG": ("runtime", "LOG"),
     "STATS": ("runtime", "STATS"),
+    "write_json_whole": ("runtime", "write_json_whole"),
     "Event": ("runtime", "Event"),
     "counted": ("runtime", "counted"),
     "DYNAMO_MODULE": ("seam.lock", "DYNAMO_MODULE"),

@@ -26,6 +26,7 @@ __all__ = [
     "step_aside",
     "traced",
     "turn_off",
+    "write_json_whole",
 ]
 
 
@@ -130,3 +131,34 @@ def traced(code: object) -> None:
     """Remembers a code object that Dynamo traced through a registered original."""
     if len(TRACED_CODE) < _MAX_TRACED_CODE:
         TRACED_CODE[id(code)] = code
+
+
+def write_json_whole(path: str, data: object) -> bool:
+    """Writes ``data`` as JSON to a new file beside ``path``, then moves it into place:
+    concurrent writers and readers never see half a file. Returns whether it was
+    written; never raises for the file system.
+
+    >>> import tempfile, os, json
+    >>> folder = tempfile.mkdtemp()
+    >>> write_json_whole(os.path.join(folder, "a", "x.json"), [1]), os.listdir(folder + "/a")
+    (True, ['x.json'])
+    """
+    import contextlib
+    import json
+    import os
+    import tempfile
+
+    folder = os.path.dirname(path)
+    temporary = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump(data, file)
+        os.replace(temporary, path)
+        return True
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+        return False

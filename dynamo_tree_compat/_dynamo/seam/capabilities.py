@@ -31,11 +31,10 @@ import logging
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..runtime import half_imported
+from ..runtime import half_imported, write_json_whole
 from . import internals, making
 from .lock import compile_lock
 from .log_format import GRAPH_BREAK_LOGGER
@@ -318,19 +317,8 @@ def _write_cache(found: dict[str, bool]) -> None:
     """Caches this build's answers: written whole to a new file, then moved into place,
     so that concurrent writers and readers never see half a file. Never raises."""
     path = _cache_file()
-    if path is None:
-        return
-    temporary = None
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump({"build": _build(), "answers": found}, file)
-        os.replace(temporary, path)
-    except OSError:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.remove(temporary)
+    if path is not None:
+        write_json_whole(path, {"build": _build(), "answers": found})
 
 
 def _look_up() -> None:
