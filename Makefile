@@ -37,9 +37,22 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 		keras numpy packaging dm-tree attrs wrapt hypothesis pytest
 	touch $(KERAS_STAMP)
 
-integration-keras: $(KERAS_STAMP)
+## Keras 3.15.1 (keras.tree over torch's pytree) with torch 2.13.0, in its own environment:
+## every keras.tree function compiled, and Keras's own tree_test.py compiled (tests/keras).
+KERAS_NEW_VENV ?= .venv-keras-new
+KERAS_NEW_STAMP := $(KERAS_NEW_VENV)/.installed
+$(KERAS_NEW_STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(KERAS_NEW_VENV)
+	$(KERAS_NEW_VENV)/bin/python -m pip install --quiet --upgrade pip
+	grep -v -e '^keras' -e '^dm-tree' constraints.txt > $(KERAS_NEW_VENV)/constraints.txt
+	$(KERAS_NEW_VENV)/bin/python -m pip install --quiet -c $(KERAS_NEW_VENV)/constraints.txt \
+		-e . keras==3.15.1 attrs wrapt numpy absl-py hypothesis pytest pytest-xdist
+	touch $(KERAS_NEW_STAMP)
+
+integration-keras: $(KERAS_STAMP) $(KERAS_NEW_STAMP)
 	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py \
 		tests/integration/test_keras_fit.py
+	$(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) tests/keras
 
 ## Real RLlib (ray[rllib] 2.60.0) under torch.compile, in its own environment: a PPO
 ## learner built by RLlib, its training step compiled (tests/integration/test_rllib.py).
@@ -121,4 +134,4 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/compile_time.py
 
 clean:
-	rm -rf $(VENV) $(KERAS_VENV) $(RLLIB_VENV) $(MATRIX_VENV) .venv-torch .pytest_cache .hypothesis .ruff_cache *.egg-info
+	rm -rf $(VENV) $(KERAS_VENV) $(KERAS_NEW_VENV) $(RLLIB_VENV) $(MATRIX_VENV) .venv-torch .pytest_cache .hypothesis .ruff_cache *.egg-info

@@ -40,8 +40,12 @@ __all__ = [
 
 #: Set to ``0`` to turn off activation on import and through autoload.
 ENV_SWITCH = "DYNAMO_TREE_COMPAT"
-#: The import names of the mirrored libraries.
-LIBRARY_MODULES = ("tree", "optree")
+#: The import names of the mirrored libraries (Keras's tree layer: the module of each).
+LIBRARY_MODULES = (
+    "tree",
+    "optree",
+    *(f"keras.src.tree.{layer}_impl" for layer in ("torchtree", "optree")),
+)
 
 _globally_enabled = False
 # Open scopes, oldest first, as (token, on); scopes in threads need not nest.

@@ -120,6 +120,38 @@ _DEFAULT_HINT = (
 )
 
 
+#: Dynamo's own crash while it builds the function that resumes after a graph break
+#: inside a ``with`` block (torch 2.13 to 2.15 at least).
+_RESUME_CRASH = "exception table entry"
+
+
+def diagnose(error: list[str] | None, breaks: list[dict[str, Any]]) -> str | None:
+    """What a failed run's last lines mean, where explain knows: Dynamo's crash in a
+    resume function, with the last graph break before it, which causes it.
+
+    >>> crash = ["AssertionError: exception table entry start instruction has no offset"]
+    >>> text = diagnose(crash, [{"location": "losses.py:9", "reason": "numpy call"}])
+    >>> text.split(". ")[1], "one-hot labels" in text
+    ('The break that causes it: losses.py:9 (numpy call)', True)
+    >>> diagnose(["ValueError: no"], []) is None
+    True
+    """
+    if not error or not any(_RESUME_CRASH in line for line in error):
+        return None
+    text = (
+        "Dynamo crashed building the code that resumes after a graph break inside a "
+        "`with` block (its own bug, not your program's)."
+    )
+    if breaks:
+        last = breaks[-1]
+        text += f" The break that causes it: {last['location']} ({last['reason'][:80]})."
+    return text + (
+        " Remove that break (for Keras's sparse losses: one-hot labels with a categorical "
+        "loss, or labels already tensors, so that convert_to_tensor calls no numpy), or "
+        "compile less: torch.compiler.disable on the function with the `with` block."
+    )
+
+
 def hint(cause: str, library: str) -> str:
     """One line on what a user can do about a graph break, from Dynamo's cause.
 
@@ -315,6 +347,8 @@ def _render(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         if failure:
             lines += ["", f"FAILED: the program failed {label} the package:"]
             lines += [f"  {line}" for line in failure]
+            if summary["diagnosis"][label]:
+                lines += [f"what happened: {summary['diagnosis'][label]}"]
     return "\n".join(lines)
 
 
@@ -341,6 +375,10 @@ def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
             "without": before["error"] if before["failed"] else None,
             "with": after["error"] if after["failed"] else None,
         },
+    }
+    summary["diagnosis"] = {
+        label: diagnose(summary["failed"][label], run["breaks"])
+        for label, run in (("without", before), ("with", after))
     }
     if as_json:
         print(json.dumps({**summary, "breaks": rows}, indent=2))

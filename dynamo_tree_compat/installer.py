@@ -21,7 +21,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from . import _dynamo, config, dmtree, optree_twins
+from . import _dynamo, config, dmtree, keras_twins, optree_twins
+from .keras_twins import fingerprint
 from .outcomes import Kind, Outcome
 from .substitutions import LIBRARIES, LIBRARY_OF, Substitution
 
@@ -198,8 +199,11 @@ def _attempt(
     library = substitution.library
     if not is_library(module):
         return Outcome(Kind.NOT_THE_LIBRARY, library, module_name)
-    if substitution.original() is None:
+    original = substitution.original()
+    if original is None:
         return Outcome(Kind.LIBRARY_LACKS_IT, library, substitution.name)
+    if substitution.written_for and fingerprint(original) not in substitution.written_for:
+        return Outcome(Kind.OTHER_CODE, library, substitution.name)
     if not needed(substitution):
         return Outcome(Kind.NO_TWIN_NEEDED, library)
     try:
@@ -372,8 +376,13 @@ def _register(substitution: Substitution) -> Outcome:
     name = substitution.original_name
     if substitution.library in ("optree", "torch pytree"):
         return _register_in_front_of_torch(original, name, substitution.twin, substitution.library)
+    twin = substitution.twin
+    if substitution.library.startswith("keras"):
+        keras_twins.connect(
+            {name: _dynamo.run_untraced(original, keras_twins.SET_SUBCLASS_UNTRACED)}
+        )
     try:
-        handle = _dynamo.substitute(original, _gate(substitution.twin, name))
+        handle = _dynamo.substitute(original, _gate(twin, name))
     except ValueError as error:  # something else already handles it
         return Outcome(Kind.ALREADY_HANDLED, substitution.library, name, str(error))
     REGISTERED[name] = (original, handle)

@@ -30,6 +30,8 @@ class Kind(enum.Enum):
     LIBRARY_LACKS_IT = "library lacks it"
     #: The module under the library's import name is another distribution.
     NOT_THE_LIBRARY = "not the library"
+    #: The original's code is not the code its twin mirrors (another release).
+    OTHER_CODE = "other code"
     #: It registers once Dynamo and the library are both imported.
     PENDING = "pending"
     #: The library is not installed.
@@ -57,6 +59,9 @@ _MESSAGES: dict[Kind, str] = {
     ),
     Kind.LIBRARY_LACKS_IT: "this {library} has no {name}",
     Kind.NOT_THE_LIBRARY: "the module {name!r} is not {library}",
+    Kind.OTHER_CODE: (
+        "this {library}'s {name} is not the code its twin mirrors: its own code is traced"
+    ),
     Kind.PENDING: "pending: registers once {name}",
     Kind.NOT_INSTALLED: "unavailable: {library} is not installed",
     Kind.NOT_ACTIVATED: "not registered: the package is not activated",
@@ -70,7 +75,7 @@ _MESSAGES: dict[Kind, str] = {
 }
 
 #: Outcomes that hold for the rest of the process: install() does not try these again.
-_SETTLED = frozenset({Kind.NO_TWIN_NEEDED, Kind.LIBRARY_LACKS_IT})
+_SETTLED = frozenset({Kind.NO_TWIN_NEEDED, Kind.LIBRARY_LACKS_IT, Kind.OTHER_CODE})
 #: Outcomes that say this torch cannot have the package at all: activation warns once.
 _TORCH_UNSUPPORTED = frozenset({Kind.TORCH_OUT_OF_RANGE, Kind.SUBSTITUTION_UNAVAILABLE})
 

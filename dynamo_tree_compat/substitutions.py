@@ -19,10 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import dmtree, optree_twins
+from . import dmtree, keras_twins, optree_twins
 
 __all__ = [
     "DM_TREE",
+    "KERAS_OPTREE",
+    "KERAS_TORCHTREE",
     "LIBRARIES",
     "LIBRARY_OF",
     "OPTREE",
@@ -49,6 +51,9 @@ class Substitution:
     unless_dynamo: str | None = None
     #: An import path whose presence in this library version makes the twin unneeded.
     unless_present: str | None = None
+    #: Fingerprints (``keras_twins.fingerprint``) of the originals' code the twin mirrors;
+    #: empty where the twin follows the library's documented behaviour instead.
+    written_for: frozenset[str] = frozenset()
 
     @property
     def original_name(self) -> str:
@@ -172,6 +177,33 @@ OPTREE: tuple[Substitution, ...] = (
 )
 
 
+def _keras(module: str, name: str, twin: str) -> Substitution:
+    return Substitution(
+        "keras.tree",
+        module,
+        name,
+        getattr(keras_twins, twin),
+        written_for=keras_twins.WRITTEN_FOR[twin],
+    )
+
+
+#: Keras's own tree layer over torch's pytree (Keras 3.12 on, torch backend): every
+#: function of the layer reaches these two, which walk one level with an identity test.
+KERAS_TORCHTREE: tuple[Substitution, ...] = (
+    _keras(
+        "keras.src.tree.torchtree_impl", "_dict_to_ordered_dict", "torchtree_dict_to_ordered_dict"
+    ),
+    _keras("keras.src.tree.torchtree_impl", "traverse", "torchtree_traverse"),
+    _keras("keras.src.tree.torchtree_impl", "map_structure", "torchtree_map_structure"),
+    _keras("keras.src.tree.torchtree_impl", "map_structure_up_to", "torchtree_map_structure_up_to"),
+)
+
+#: The same layer over optree (Keras 3.1 to 3.11 on torch, and other backends).
+KERAS_OPTREE: tuple[Substitution, ...] = (
+    _keras("keras.src.tree.optree_impl", "traverse", "optree_traverse"),
+)
+
+
 def _is_dm_tree(module: Any) -> bool:
     # Another distribution could own the name "tree"; dm-tree has a C core named _tree.
     return hasattr(module, "_tree") and hasattr(module, "map_structure_up_to")
@@ -214,11 +246,17 @@ def _is_torch_pytree(module: Any) -> bool:
     return hasattr(module, "SUPPORTED_NODES") and hasattr(module, "tree_map")
 
 
+def _is_keras_tree_layer(module: Any) -> bool:
+    return hasattr(module, "traverse") and hasattr(module, "register_tree_node_class")
+
+
 #: For each mirrored library: its distribution name, import name, check, substitutions.
 LIBRARIES: dict[str, tuple[str, Callable[[Any], bool], tuple[Substitution, ...]]] = {
     "dm-tree": ("tree", _is_dm_tree, DM_TREE),
     "optree": ("optree", _is_optree, OPTREE),
     "torch pytree": ("torch.utils._pytree", _is_torch_pytree, TORCH_PYTREE),
+    "keras.tree": ("keras.src.tree.torchtree_impl", _is_keras_tree_layer, KERAS_TORCHTREE),
+    "keras.tree (optree)": ("keras.src.tree.optree_impl", _is_keras_tree_layer, KERAS_OPTREE),
 }
 
 #: Each original's library, by its import path: a name says nothing of its library.

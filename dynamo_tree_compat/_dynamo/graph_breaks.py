@@ -10,6 +10,7 @@ import logging
 import os
 import pathlib
 import re
+import sysconfig
 from collections.abc import Callable
 
 from ..substitutions import library_of_function
@@ -89,12 +90,14 @@ def _is_machinery(frame: str) -> bool:
 
 
 #: The libraries this package makes traceable, as :func:`attribute` names them.
-TREE_LIBRARIES = ("dm-tree", "optree", "torch pytree")
+TREE_LIBRARIES = ("dm-tree", "optree", "torch pytree", "keras.tree")
 _GATE = re.compile(r"(\S+) runs untraced: dynamo-tree-compat is disabled here")
 _FRAME_LINE = re.compile(r'^\s*File "')
 # Products that share one top-level package, named as users know them.
 _PRODUCTS = ((f"ray{os.sep}rllib{os.sep}", "RLlib"),)
 _SITE_DIRS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+#: The standard library's folder: its code is Python's, not the user's.
+_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")
 
 
 def _tree_library_named(report: str) -> str:
@@ -126,13 +129,19 @@ def owner(path: str) -> str:
     ('dm-tree', 'keras')
     >>> owner("/x/site-packages/ray/rllib/core/learner.py"), owner("model.py:3")
     ('RLlib', 'your code')
+    >>> owner(os.__file__ + ":10"), owner("/x/site-packages/keras/src/tree/tree_api.py")
+    ('Python', 'keras.tree')
     """
     path = path.rpartition(":")[0] if path.rpartition(":")[2].isdigit() else path
     ours = f"dynamo_tree_compat{os.sep}"
     if ours in path:
         if f"{ours}dmtree{os.sep}" in path:
             return "dm-tree"  # a dm-tree twin's own code
+        if path.endswith("keras_twins.py"):
+            return "keras.tree"
         return "optree" if path.endswith("optree_twins.py") else "dynamo-tree-compat"
+    if os.path.join("keras", "src", "tree", "") in path:
+        return "keras.tree"
     if path.endswith(os.path.join("torch", "utils", "_pytree.py")):
         return "torch pytree"
     for product_dir, product in _PRODUCTS:
@@ -142,6 +151,8 @@ def owner(path: str) -> str:
         if site in path:
             top = path.split(site, 1)[1].split(os.sep, 1)[0].removesuffix(".py")
             return {"tree": "dm-tree"}.get(top, top)
+    if path.startswith(_STDLIB):
+        return "Python"
     return "your code"
 
 

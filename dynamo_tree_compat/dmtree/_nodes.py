@@ -49,14 +49,18 @@ _CLASS_IS_TYPE = (type, types.FunctionType, types.BuiltinFunctionType)
 
 
 def _class_of(instance: object) -> Any:
-    """``instance.__class__``, as the C library asks; for a tensor, a class or a
-    function, its type, which is the same thing.
+    """``instance.__class__``, as the C library asks; for a tensor, a numpy array, a
+    class or a function, its type, which is the same thing (Dynamo reads no
+    ``__class__`` of an array).
 
     >>> _class_of(len), _class_of(int)
     (<class 'builtin_function_or_method'>, <class 'type'>)
     """
     if isinstance(instance, _TENSOR) or isinstance(instance, _CLASS_IS_TYPE):
         return type(instance)
+    kind = type(instance)
+    if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
+        return kind
     return instance.__class__
 
 

@@ -125,3 +125,42 @@ def test_a_program_that_compiles_nothing_is_told_so(tmp_path: Path) -> None:
 )
 def test_the_hints_for_rllibs_remaining_breaks(cause: str, start: str) -> None:
     assert hint(cause, "your code").startswith(start)
+
+
+CRASHES = """
+import contextlib, torch
+
+def step(x):
+    with contextlib.nullcontext():
+        torch._dynamo.graph_break()
+        return x + 1
+
+torch.compile(step, backend="eager")(torch.ones(2))
+raise AssertionError("exception table entry start instruction has no offset")
+"""
+
+
+def test_dynamos_resume_crash_is_named_with_its_break(tmp_path: Path) -> None:
+    """Dynamo's crash in a resume function (a break inside a ``with``; raised here by the
+    program, as Dynamo raises it): explain says what it is, which break causes it, and
+    what to do, in its report and its JSON."""
+    (tmp_path / "crash.py").write_text(CRASHES)
+    completed = subprocess.run(
+        [sys.executable, "-m", "dynamo_tree_compat", "explain", "crash.py"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert completed.returncode == 3, completed.stderr[-3000:]  # the program failed
+    what = [line for line in completed.stdout.splitlines() if line.startswith("what happened")]
+    assert len(what) == 2, completed.stdout  # without the package and with it
+    assert "crash.py:6" in what[1] and "one-hot labels" in what[1], what
+
+
+def test_the_standard_library_is_pythons_not_yours() -> None:
+    import inspect
+
+    from dynamo_tree_compat._dynamo.graph_breaks import owner
+
+    assert owner(f"{inspect.__file__}:3300") == "Python"
