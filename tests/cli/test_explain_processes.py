@@ -49,8 +49,8 @@ torch.compile(step, backend="eager")(torch.ones(2) * int(os.environ["RANK"]))
 )
 
 
-def _run_explain(tmp_path: Path, *command: str) -> str:
-    """explain's output on a program in ``tmp_path``; it must exit 0."""
+def _run_explain(tmp_path: Path, *command: str, exits: int = 0) -> str:
+    """explain's output on a program in ``tmp_path``; it must exit ``exits``."""
     completed = subprocess.run(
         [sys.executable, "-m", "dynamo_tree_compat", "explain", *command],
         capture_output=True,
@@ -58,7 +58,7 @@ def _run_explain(tmp_path: Path, *command: str) -> str:
         timeout=900,
         cwd=tmp_path,
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.returncode == exits, completed.stderr[-3000:]
     return completed.stdout
 
 
@@ -145,16 +145,9 @@ def test_dynamos_resume_crash_is_named_with_its_break(tmp_path: Path) -> None:
     program, as Dynamo raises it): explain says what it is, which break causes it, and
     what to do, in its report and its JSON."""
     (tmp_path / "crash.py").write_text(CRASHES)
-    completed = subprocess.run(
-        [sys.executable, "-m", "dynamo_tree_compat", "explain", "crash.py"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-    )
-    assert completed.returncode == 3, completed.stderr[-3000:]  # the program failed
-    what = [line for line in completed.stdout.splitlines() if line.startswith("what happened")]
-    assert len(what) == 2, completed.stdout  # without the package and with it
+    printed = _run_explain(tmp_path, "crash.py", exits=3)  # 3: the program failed
+    what = [line for line in printed.splitlines() if line.startswith("what happened")]
+    assert len(what) == 2, printed  # without the package and with it
     assert "crash.py:6" in what[1] and "one-hot labels" in what[1], what
 
 
