@@ -163,7 +163,10 @@ def install(wait: bool = True) -> dict[str, Outcome]:
                 if key in REGISTERED or (key in NOT_REGISTERED and NOT_REGISTERED[key].settled):
                     continue  # registered, or this version of the library lacks or needs none
                 if module is None and unsupported is None:
-                    continue  # status() says whether it is pending or not installed
+                    # status() says whether it is pending or not installed; an outcome
+                    # from an earlier try (this torch unsupported then) no longer holds.
+                    NOT_REGISTERED.pop(key, None)
+                    continue
                 outcome = unsupported or _attempt(substitution, module_name, module, is_library)
                 outcomes[key] = outcome
                 if outcome.kind is Kind.REGISTERED:

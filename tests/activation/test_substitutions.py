@@ -216,3 +216,25 @@ def test_mode_guard_falls_back_when_dynamo_tables_have_moved(
 
 def test_every_registration_guards_on_the_mode() -> None:
     assert installer.UNGUARDED == set()
+
+
+def test_an_outcome_for_a_library_not_imported_does_not_outlive_its_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A try on a torch that cannot substitute records an outcome for every row, those
+    of libraries not imported too; once it can, those rows are pending again, not stuck
+    with the old reason."""
+    absent = substitutions.Substitution("dm-tree", "no_such_tree_module", "flatten", None)
+    monkeypatch.setitem(
+        substitutions.LIBRARIES, "absent", ("no_such_tree_module", lambda m: True, (absent,))
+    )
+    monkeypatch.setattr(_dynamo, "substitution_support", lambda: "no substitute_in_graph")
+    installer.install()
+    assert installer.NOT_REGISTERED[absent.original_name].kind is Kind.SUBSTITUTION_UNAVAILABLE
+    monkeypatch.undo()
+    monkeypatch.setitem(
+        substitutions.LIBRARIES, "absent", ("no_such_tree_module", lambda m: True, (absent,))
+    )
+    installer.install()
+    assert absent.original_name not in installer.NOT_REGISTERED
+    monkeypatch.undo()
