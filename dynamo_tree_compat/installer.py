@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _dynamo, config, dmtree, keras_twins, optree_twins
-from .keras_twins import fingerprint
 from .outcomes import Kind, Outcome
 from .substitutions import LIBRARIES, LIBRARY_OF, Substitution
 
@@ -205,7 +204,8 @@ def _attempt(
     original = substitution.original()
     if original is None:
         return Outcome(Kind.LIBRARY_LACKS_IT, library, substitution.name)
-    if substitution.written_for and fingerprint(original) not in substitution.written_for:
+    written_for = substitution.written_for
+    if written_for and keras_twins.fingerprint(original) not in written_for:
         return Outcome(Kind.OTHER_CODE, library, substitution.name)
     if not needed(substitution):
         return Outcome(Kind.NO_TWIN_NEEDED, library)
