@@ -38,7 +38,8 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 	touch $(KERAS_STAMP)
 
 ## Keras 3.15.1 (keras.tree over torch's pytree) with torch 2.13.0, in its own environment:
-## every keras.tree function compiled, and Keras's own tree_test.py compiled (tests/keras).
+## every keras.tree function compiled, Keras's own tree_test.py compiled (tests/keras), and
+## fit/evaluate/predict with jit_compile=True (tests/integration/test_keras_fit.py).
 KERAS_NEW_VENV ?= .venv-keras-new
 KERAS_NEW_STAMP := $(KERAS_NEW_VENV)/.installed
 $(KERAS_NEW_STAMP): pyproject.toml constraints.txt
@@ -52,7 +53,8 @@ $(KERAS_NEW_STAMP): pyproject.toml constraints.txt
 integration-keras: $(KERAS_STAMP) $(KERAS_NEW_STAMP)
 	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py \
 		tests/integration/test_keras_fit.py
-	$(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) tests/keras
+	$(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) tests/keras \
+		tests/integration/test_keras_fit.py
 
 ## Real RLlib (ray[rllib] 2.60.0) under torch.compile, in its own environment: a PPO
 ## learner built by RLlib, its training step compiled (tests/integration/test_rllib.py).

@@ -4,7 +4,10 @@
 ``jit_compile=False`` from the same seed.
 
 Keras 3.11.3 (``keras.tree`` through optree) runs in the project's environment; Keras
-3.0.5 (through dm-tree) in ``.venv-keras`` (``make integration-keras``). Keras's own
+3.0.5 (through dm-tree) in ``.venv-keras`` and Keras 3.15.1 (through torch's pytree) in
+``.venv-keras-new`` (``make integration-keras``). The tuple model's layer calls
+``keras.tree`` on a tuple: without this package Keras 3.15.1 breaks the graph there
+(19 breaks at ``torchtree_impl.py:39`` in one fit). Keras's own
 breaks (``backward()``, ``.item()``, numpy dtypes) remain and are not this package's.
 Most runs trace with ``backend="eager"`` (``torch.compile`` is wrapped while they run);
 one fit runs Keras's default, inductor.
@@ -48,11 +51,38 @@ def dict_input() -> Any:
     return keras.Model(inputs, keras.layers.Dense(OUTPUTS)(hidden))
 
 
-def data(build: Callable[[], Any]) -> tuple[Any, np.ndarray]:
+class PairScale(keras.layers.Layer):
+    """A layer over a pair, as model libraries write them: ``keras.tree`` on a tuple."""
+
+    def build(self, input_shape: Any) -> None:
+        self.scales = [self.add_weight(shape=(1,), initializer="ones") for _ in input_shape]
+
+    def call(self, pair: Any) -> Any:
+        flat = keras.tree.flatten(pair)
+        scaled = [part * scale for part, scale in zip(flat, self.scales)]
+        return keras.tree.pack_sequence_as(pair, keras.tree.lists_to_tuples(scaled))
+
+
+def tuple_io() -> Any:
+    """Tuples in and out: two inputs, a layer over the pair, two heads; data and targets
+    as tuples."""
+    inputs = (keras.Input((8,)), keras.Input((FEATURES - 8,)))
+    pair = PairScale()(inputs)
+    hidden = keras.layers.Concatenate()([keras.layers.Dense(16)(pair[0]), pair[1]])
+    hidden = keras.layers.Dense(32, activation="relu")(hidden)
+    outputs = (keras.layers.Dense(OUTPUTS)(hidden), keras.layers.Dense(1)(hidden))
+    return keras.Model(inputs, outputs)
+
+
+def data(build: Callable[[], Any]) -> tuple[Any, Any]:
     generator = np.random.default_rng(0)
     x = generator.standard_normal((SAMPLES, FEATURES)).astype("float32")
     y = generator.standard_normal((SAMPLES, OUTPUTS)).astype("float32")
-    return ({"a": x[:, :8], "b": x[:, 8:]} if build is dict_input else x), y
+    if build is dict_input:
+        return {"a": x[:, :8], "b": x[:, 8:]}, y
+    if build is tuple_io:
+        return (x[:, :8], x[:, 8:]), (y, y[:, :1])
+    return x, y
 
 
 @pytest.fixture
@@ -67,7 +97,8 @@ def train(build: Callable[[], Any], jit_compile: bool) -> dict[str, Any]:
     torch._dynamo.reset()
     keras.utils.set_random_seed(0)
     model = build()
-    model.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
+    loss = ("mse", "mse") if build is tuple_io else "mse"
+    model.compile(optimizer="adam", loss=loss, jit_compile=jit_compile)
     x, y = data(build)
     history = model.fit(x, y, epochs=2, batch_size=32, shuffle=False, verbose=0)
     return {
@@ -83,11 +114,17 @@ def assert_same(compiled: dict[str, Any], eager: dict[str, Any]) -> None:
     for got, expected in zip(compiled["weights"], eager["weights"], strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(compiled["evaluate"], eager["evaluate"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(compiled["predict"], eager["predict"], rtol=1e-5, atol=1e-6)
+    for got, expected in zip(_parts(compiled["predict"]), _parts(eager["predict"]), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def _parts(predicted: Any) -> list[Any]:
+    """A model's predictions, one array per output (a tuple model gives a tuple)."""
+    return list(predicted) if isinstance(predicted, (tuple, list)) else [predicted]
 
 
 @pytest.mark.no_tree_graph_breaks  # the plugin fails the test on any tree break
-@pytest.mark.parametrize("build", [sequential, dict_input])
+@pytest.mark.parametrize("build", [sequential, dict_input, tuple_io])
 def test_fit_evaluate_predict_with_jit_compile(
     build: Callable[[], Any], eager_backend: None
 ) -> None:
