@@ -87,7 +87,10 @@ def needed(substitution: Substitution) -> bool:
                 return False
         except ImportError:
             pass
-    return substitution.unless_dynamo is None or not _dynamo_can(substitution.unless_dynamo)
+    unless = substitution.unless_dynamo
+    if unless is None:
+        return True
+    return not all(map(_dynamo_can, (unless,) if isinstance(unless, str) else unless))
 
 
 def _do_nothing() -> None:

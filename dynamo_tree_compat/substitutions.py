@@ -46,9 +46,9 @@ class Substitution:
     #: The original's name in its module; dotted for a function kept on another (x.get).
     name: str
     twin: Callable[..., Any] | None
-    #: A Dynamo capability (``_dynamo.capability``) under which the twin is not needed:
-    #: Dynamo then follows the library's own code.
-    unless_dynamo: str | None = None
+    #: Dynamo capabilities (``_dynamo.capability``), one name or several, under all of
+    #: which the twin is not needed: Dynamo then follows the library's own code.
+    unless_dynamo: str | tuple[str, ...] | None = None
     #: An import path whose presence in this library version makes the twin unneeded.
     unless_present: str | None = None
     #: Fingerprints (``keras_twins.fingerprint``) of the originals' code the twin mirrors;
@@ -214,19 +214,25 @@ def _is_optree(module: Any) -> bool:
 
 
 #: torch's own pytree where Dynamo inlines it leaf by leaf: the maps before Dynamo's own
-#: fast path for each (torch 2.10; 2.12 for the path map), the other calls on every
-#: release (that fast path maps only).
+#: fast path for each (torch 2.10; 2.12 for the path map) and where that fast path
+#: returns a defaultdict as a plain dict (2.15), the other calls on every release (that
+#: fast path maps only).
+_RIGHT_FAST_PATH = "tree_map_fast_path_keeps_defaultdict"
 TORCH_PYTREE: tuple[Substitution, ...] = (
-    Substitution("torch pytree", "torch.utils._pytree", "tree_map", None, "tree_map_fast_path"),
+    Substitution("torch pytree", "torch.utils._pytree", "tree_map", None, _RIGHT_FAST_PATH),
     Substitution(
         "torch pytree",
         "torch.utils._pytree",
         "tree_map_with_path",
         None,
-        "tree_map_with_path_fast_path",
+        ("tree_map_with_path_fast_path", _RIGHT_FAST_PATH),
     ),
     Substitution(
-        "torch pytree", "torch.utils._pytree", "tree_map_only", None, "tree_map_only_fast_path"
+        "torch pytree",
+        "torch.utils._pytree",
+        "tree_map_only",
+        None,
+        ("tree_map_only_fast_path", _RIGHT_FAST_PATH),
     ),
     *(
         Substitution("torch pytree", "torch.utils._pytree", name, None)

@@ -44,6 +44,8 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     "tree_map_fast_path": _releases((2, 10), NEWEST),
     "tree_map_with_path_fast_path": _releases((2, 12), NEWEST),  # read in 2.10-2.12 wheels
     "tree_map_only_fast_path": _releases((2, 10), NEWEST),
+    # 2.10 to 2.14 seen on their wheels; 2.15's fast path returns a dict
+    "tree_map_fast_path_keeps_defaultdict": _releases((2, 10), (2, 14)),
     # the tests' features
     "time.struct_time": _releases((2, 12), NEWEST),
     "hash": _releases((2, 13), NEWEST),

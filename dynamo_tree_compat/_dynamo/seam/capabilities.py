@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import sys
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -190,6 +191,32 @@ def _tree_map_only_fast_path() -> bool:
     )
 
 
+def _tree_map_fast_path_keeps_defaultdict() -> bool:
+    """Dynamo's tree_map fast path hands back a defaultdict that comes in as a
+    defaultdict (not torch 2.15, which returns a plain dict: every map of its fast path
+    then goes this package's way). False where there is no fast path. The trial calls a
+    copy of ``tree_map``, which Dynamo's fast path knows by name and module and this
+    package's routing, by identity, does not."""
+    if not _tree_map_fast_path():
+        return False
+    import torch
+    import torch.utils._pytree as pytree
+
+    original = pytree.tree_map
+    same_name = types.FunctionType(
+        original.__code__, original.__globals__, original.__name__, original.__defaults__
+    )
+    same_name.__kwdefaults__ = original.__kwdefaults__
+
+    def trial(tree: Any) -> Any:
+        return same_name(lambda leaf: leaf + 1, tree)
+
+    result = torch.compile(trial, backend="eager", fullgraph=True)(
+        collections.defaultdict(list, {"a": torch.ones(1)})
+    )
+    return type(result) is collections.defaultdict
+
+
 #: Each capability: how it is asked, and whether that compiles a trial function.
 _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "sort_raises_cleanly": (_sort_raises_cleanly, True),
@@ -203,6 +230,7 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "tree_map_fast_path": (_tree_map_fast_path, False),
     "tree_map_with_path_fast_path": (_tree_map_with_path_fast_path, False),
     "tree_map_only_fast_path": (_tree_map_only_fast_path, False),
+    "tree_map_fast_path_keeps_defaultdict": (_tree_map_fast_path_keeps_defaultdict, True),
 }
 #: The capabilities' names.
 NAMES = tuple(_QUESTIONS)
@@ -219,6 +247,7 @@ SAFE: dict[str, bool] = {
     "tree_map_fast_path": True,
     "tree_map_with_path_fast_path": True,
     "tree_map_only_fast_path": True,
+    "tree_map_fast_path_keeps_defaultdict": False,
 }
 _ANSWERS: dict[str, bool] = {}
 #: Whether the shipped or cached answers were looked up in this process.
@@ -253,6 +282,7 @@ _TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
     "tree_map_fast_path": (10, 15),
     "tree_map_with_path_fast_path": (12, 15),
     "tree_map_only_fast_path": (10, 15),
+    "tree_map_fast_path_keeps_defaultdict": (10, 14),
 }
 #: Local version labels of the official builds (``+cpu``, ``+cu126``): the same Dynamo.
 _OFFICIAL_BUILD = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)?$")
