@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -23,6 +24,7 @@ from . import console
 from .explain import CHILD_FLAG, explain, run_child
 from .outcomes import Kind
 from .report import CoverageRow, Layer, coverage_rows
+from .substitutions import LIBRARIES
 
 __all__ = ["WINDOWS", "main", "step_milliseconds"]
 
@@ -190,6 +192,7 @@ def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> i
     _dynamo.load()  # the twins register once Dynamo is loaded
 
     _, _, uses = _built_in_model()  # imports dm-tree and optree, so the twins register
+    _load_kerass_tree_layer()
     report = dynamo_tree_compat.status()
     rows = coverage_rows()
     runs: list[Run] = []
@@ -229,6 +232,26 @@ def doctor(backend: str, steps: int, as_json: bool, show_all: bool = False) -> i
     return status
 
 
+#: Keras's tree layers, by their rows' library: the doctor lists the one Keras uses.
+_KERAS_LAYERS = ("keras.tree", "keras.tree (optree)")
+
+
+def _load_kerass_tree_layer() -> None:
+    """Where Keras is installed, imports its tree layer as a torch program gets it (the
+    torch backend, unless ``KERAS_BACKEND`` says otherwise), so its rows register."""
+    from . import _dynamo
+    from .activation import importable
+
+    if not importable("keras"):
+        return
+    console.progress("importing Keras's tree layer")
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    try:
+        import keras.src.tree.tree_api  # noqa: F401
+    except Exception as error:  # noqa: BLE001 - a broken Keras: no row, and no failure
+        _dynamo.LOG.debug("could not import Keras's tree layer: %r", error)
+
+
 def _layer_of(row: CoverageRow) -> str:
     """How a row reads in the summary: its layer, or why it is not covered.
 
@@ -258,7 +281,7 @@ def _summary(
 
     outside = installer.torch_out_of_range()
     lines = [
-        "dynamo-tree-compat doctor",
+        "dynamo-tree-compat doctor (--all: every function and every break; --json: all of it)",
         versions,
         f"doing nothing: {outside}"
         if outside
@@ -266,12 +289,19 @@ def _summary(
         "",
     ]
 
-    for library in ("dm-tree", "optree", "torch pytree"):
+    for library in ("dm-tree", "optree", "torch pytree", *_KERAS_LAYERS):
         layers = Counter(
             _layer_of(row)
             for row in rows
             if row.library == library and row.layer is not Layer.ABSENT
         )
+        if library in _KERAS_LAYERS and LIBRARIES[library][0] not in sys.modules:
+            continue  # Keras is not installed, or uses its other layer
+        if len(layers) == 1:  # one layer: one line
+            count = sum(layers.values())
+            plural = "" if count == 1 else "s"
+            lines.append(f"{library}: {count} function{plural}, {next(iter(layers))}")
+            continue
         lines.append(f"{library}: {sum(layers.values())} functions")
         lines += [f"  {count:3} {layer}" for layer, count in layers.most_common()]
     if runs:
@@ -289,7 +319,7 @@ def _summary(
         ]
         header = ["package", "graphs", "graph breaks", "compile s", "ms/step", "same as eager"]
         lines.append(console.table(table_rows, header))
-    lines += ["", verdict, "(--all: every function and every break; --json: all of it)"]
+    lines += ["", verdict]
     return "\n".join(lines)
 
 

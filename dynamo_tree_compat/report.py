@@ -160,7 +160,7 @@ def coverage_rows() -> list[CoverageRow]:
     """
     outcomes = _outcomes()
     rows = [
-        _dm_tree_row(name, outcome)
+        _twin_row(name, outcome)
         for name, outcome in outcomes.items()
         if outcome.library == "dm-tree"
     ]
@@ -169,6 +169,11 @@ def coverage_rows() -> list[CoverageRow]:
         _pytree_row(name, outcome)
         for name, outcome in outcomes.items()
         if outcome.library == "torch pytree"
+    ]
+    rows += [  # Keras's tree layers: twins, as dm-tree's
+        _twin_row(name, outcome)
+        for name, outcome in outcomes.items()
+        if outcome.library.startswith("keras.tree")
     ]
     return rows
 
@@ -183,12 +188,13 @@ def _pytree_row(name: str, outcome: Outcome) -> CoverageRow:
     return CoverageRow("torch pytree", name, _not_registered(outcome), str(outcome))
 
 
-def _dm_tree_row(name: str, outcome: Outcome) -> CoverageRow:
+def _twin_row(name: str, outcome: Outcome) -> CoverageRow:
+    """A library whose rows are twins (dm-tree, Keras's tree layers)."""
     if not outcome.registered:
-        return CoverageRow("dm-tree", name, _not_registered(outcome), str(outcome))
+        return CoverageRow(outcome.library, name, _not_registered(outcome), str(outcome))
     layer = Layer.FAST_PATH_TWIN if name in _dynamo.FAST_PATHS else Layer.TWIN
     state = "twin: traced by this package" if outcome.kind is Kind.REGISTERED else str(outcome)
-    return CoverageRow("dm-tree", name, layer, state)
+    return CoverageRow(outcome.library, name, layer, state)
 
 
 def _not_registered(outcome: Outcome) -> Layer:

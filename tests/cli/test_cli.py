@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -77,8 +78,18 @@ def test_doctor_answers_on_its_first_screen_and_is_the_default_command() -> None
     assert "dm-tree: 20 functions" in lines and "   13 fast path, else twin" in lines
     assert any(line.startswith("optree: ") and line.endswith(" functions") for line in lines)
     assert "package   graphs  graph breaks  compile s  ms/step  same as eager" in lines
-    assert lines[-2].startswith("OK: everything covered traced")
+    assert lines[-1].startswith("OK: everything covered traced")
+    assert (
+        lines[0]
+        == "dynamo-tree-compat doctor (--all: every function and every break; --json: all of it)"
+    )
     assert "tree.flatten" not in out  # the per-function table waits for --all
+    # Keras's tree layer, where Keras is installed: the one it uses, all twins.
+    keras_rows = [i for i, line in enumerate(lines) if line.startswith("keras.tree")]
+    if importlib.util.find_spec("keras") is None:
+        assert keras_rows == []
+    else:
+        assert len(keras_rows) == 1 and lines[keras_rows[0]].endswith(", twin"), out
 
 
 def test_doctor_all_prints_every_function_and_every_break() -> None:
@@ -112,7 +123,7 @@ def test_doctor_exits_non_zero_with_a_reason_when_twins_cannot_register() -> Non
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert (
         completed.stdout.rstrip()
-        .splitlines()[-2]  # the verdict, above the pointer to --all
+        .splitlines()[-1]  # the verdict
         .startswith("FAIL: the dm-tree twins are not registered")
     )
 
