@@ -2,8 +2,9 @@
 
 Rows: RLlib's PPO learner update (ray 2.60.0; the step of ``tests/integration/
 rllib_learner.py``, compiled, then backward and Adam) as RLlib ships it and with its own
-graph breaks worked around; Keras 3.11.3's ``fit`` with ``jit_compile=True`` (the
-torch backend compiles its train step). Each row gives graphs and graph breaks, the
+graph breaks worked around; Keras's ``fit`` with ``jit_compile=True`` (the torch backend
+compiles its train step), for a Sequential MLP and for a model that passes tuples through
+a layer calling ``keras.tree``. Each row gives graphs and graph breaks, the
 compile time of the first step, and the step time compiled over eager (below 1: faster
 than eager): for RLlib, the compiled region alone (the step) and the whole update with
 its eager backward and Adam step; for Keras, a fit epoch, and how far the compiled
@@ -13,8 +14,9 @@ model's without it (the largest difference of a weight). A row whose program fai
     python benchmarks/real_clients.py [--steps 30] [--only rllib|keras]
 
 Needs ray[rllib] and keras 3.11.3 in one environment: ``make benchmark-real-clients``.
-``--only keras`` runs any Keras: with 3.12 or later on torch 2.5 to 2.9, ``keras.tree``
-goes through torch's own pytree, which Dynamo there inlines leaf by leaf.
+``--only keras`` runs any Keras (Keras 3.15.1: ``.venv-keras-new/bin/python
+benchmarks/real_clients.py --only keras``); with 3.12 or later ``keras.tree`` goes through
+torch's own pytree.
 """
 
 from __future__ import annotations
@@ -134,21 +136,13 @@ def rllib_rows(steps: int) -> list[Row]:
     return rows
 
 
-def keras_rows(steps: int) -> list[Row]:
-    """Keras's fit, compiled (``jit_compile=True``) and eager, from the same weights and
-    batches; the compiled model's trained weights are compared with eager's. Keras 3.12 and
-    later send ``keras.tree`` to torch's own pytree on the torch backend: the row then
-    counts the calls this package's torch-pytree fast path took."""
+def _keras_models() -> dict[str, tuple[Callable[[], Any], Callable[[Any, Any], Any]]]:
+    """Each Keras model of the rows: how it is built, and how its data and targets are
+    shaped from one array of each."""
     import keras
-    import numpy as np
 
-    generator = np.random.default_rng(0)
-    x = generator.standard_normal((32 * steps, 32)).astype("float32")
-    y = generator.standard_normal((32 * steps, 4)).astype("float32")
-
-    def model(jit_compile: bool) -> Any:
-        keras.utils.set_random_seed(0)
-        built = keras.Sequential(
+    def mlp() -> Any:
+        return keras.Sequential(
             [
                 keras.Input((32,)),
                 keras.layers.Dense(64, activation="relu"),
@@ -157,7 +151,61 @@ def keras_rows(steps: int) -> list[Row]:
                 keras.layers.Dense(4),
             ]
         )
-        built.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
+
+    class PairScale(keras.layers.Layer):
+        """A layer over a pair, as model libraries write them: keras.tree on a tuple."""
+
+        def build(self, input_shape: Any) -> None:
+            self.scales = [self.add_weight(shape=(1,), initializer="ones") for _ in input_shape]
+
+        def call(self, pair: Any) -> Any:
+            scaled = [part * scale for part, scale in zip(keras.tree.flatten(pair), self.scales)]
+            return keras.tree.pack_sequence_as(pair, keras.tree.lists_to_tuples(scaled))
+
+    def tuples() -> Any:
+        inputs = (keras.Input((16,)), keras.Input((16,)))
+        pair = PairScale()(inputs)
+        hidden = keras.layers.Concatenate()([keras.layers.Dense(32)(pair[0]), pair[1]])
+        hidden = keras.layers.Dense(64, activation="relu")(hidden)
+        return keras.Model(inputs, (keras.layers.Dense(4)(hidden), keras.layers.Dense(1)(hidden)))
+
+    return {
+        "Sequential MLP": (mlp, lambda x, y: (x, y)),
+        "tuples through a keras.tree layer": (
+            tuples,
+            lambda x, y: ((x[:, :16], x[:, 16:]), (y, y[:, :1])),
+        ),
+    }
+
+
+def keras_rows(steps: int) -> list[Row]:
+    """Keras's fit, compiled (``jit_compile=True``) and eager, from the same weights and
+    batches, for each model of :func:`_keras_models`: a Sequential MLP, and one that
+    passes tuples through a layer calling ``keras.tree`` (from Keras 3.12 on the torch
+    backend, over torch's pytree; a row counts the calls this package's torch-pytree fast
+    path took)."""
+    import numpy as np
+
+    generator = np.random.default_rng(0)
+    x = generator.standard_normal((32 * steps, 32)).astype("float32")
+    y = generator.standard_normal((32 * steps, 4)).astype("float32")
+    rows = []
+    for name, (build, shape) in _keras_models().items():
+        rows += _keras_model_rows(name, build, *shape(x, y))
+    return rows
+
+
+def _keras_model_rows(name: str, build: Callable[[], Any], x: Any, y: Any) -> list[Row]:
+    """One model's rows, package off and on; the compiled model's trained weights are
+    compared with eager's, and with the package with those without it."""
+    import keras
+    import numpy as np
+
+    def model(jit_compile: bool) -> Any:
+        keras.utils.set_random_seed(0)
+        built = build()
+        loss = ("mse", "mse") if isinstance(y, tuple) else "mse"
+        built.compile(optimizer="adam", loss=loss, jit_compile=jit_compile)
         return built
 
     def epoch_seconds(built: Any) -> float:
@@ -180,7 +228,7 @@ def keras_rows(steps: int) -> list[Row]:
         trained[package] = compiled.get_weights()
         return compile_seconds, compiled_time / eager_time
 
-    label = f"Keras {keras.__version__} fit (Sequential MLP)"
+    label = f"Keras {keras.__version__} fit ({name})"
     rows = []
     package = "off"
     for package in ("off", "on"):
