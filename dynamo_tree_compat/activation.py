@@ -34,6 +34,7 @@ __all__ = [
     "activate",
     "disabled",
     "enabled",
+    "importable",
     "install",
     "uninstall",
 ]
