@@ -124,7 +124,19 @@ def _parts(predicted: Any) -> list[Any]:
 
 
 @pytest.mark.no_tree_graph_breaks  # the plugin fails the test on any tree break
-@pytest.mark.parametrize("build", [sequential, dict_input, tuple_io])
+@pytest.mark.parametrize(
+    "build",
+    [
+        sequential,
+        dict_input,
+        pytest.param(
+            tuple_io,
+            marks=pytest.mark.skipif(
+                not hasattr(keras, "tree"), reason="keras.tree is public from Keras 3.1 on"
+            ),
+        ),
+    ],
+)
 def test_fit_evaluate_predict_with_jit_compile(
     build: Callable[[], Any], eager_backend: None
 ) -> None:
