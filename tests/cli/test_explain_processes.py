@@ -1,6 +1,7 @@
 """``explain`` sees every process a program starts: multiprocessing children (spawn and
-fork), ``torchrun`` ranks (Ray actors: ``tests/integration/test_rllib.py``), each recorded
-where the package loads, with the package on or off."""
+fork), ``torchrun`` ranks, data-loader workers (Ray actors:
+``tests/integration/test_rllib.py``), each recorded where the package loads, with the
+package on or off."""
 
 from __future__ import annotations
 
@@ -81,6 +82,34 @@ def test_a_multiprocessing_child_is_seen(tmp_path: Path, method: str) -> None:
     assert with_package[child] == (1, 0)  # one graph, no break
     assert report["graphs"] == {"without": without[child][0], "with": 1}
     assert {row["library"] for row in report["breaks"]} == {"dm-tree"}
+    assert all(row["removed"] for row in report["breaks"])
+
+
+WORKERS = (
+    STEP
+    + """
+class Compiling(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        return torch.compile(step, backend="eager")(torch.ones(2) * index)["a"]
+
+if __name__ == "__main__":
+    loader = torch.utils.data.DataLoader(Compiling(), num_workers=1, batch_size=None)
+    assert [batch.tolist() for batch in loader] == [[0.0, 0.0], [2.0, 2.0]]
+"""
+)
+
+
+def test_a_data_loader_worker_is_seen(tmp_path: Path) -> None:
+    (tmp_path / "load.py").write_text(textwrap.dedent(WORKERS))
+    report = _explain(tmp_path, "load.py")
+    without, with_package = _by_role(report, "without"), _by_role(report, "with")
+    worker = "data-loader worker 0"
+    assert without["main"] == (0, 0) and with_package["main"] == (0, 0)
+    assert without[worker][1] >= 1  # tree breaks the graph in the worker
+    assert with_package[worker] == (1, 0)  # one graph for both items, no break
     assert all(row["removed"] for row in report["breaks"])
 
 
