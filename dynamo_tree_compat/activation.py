@@ -163,13 +163,38 @@ _watcher = _ImportWatcher()
 
 
 def importable(module_name: str) -> bool:
-    """Whether ``module_name`` can be imported, without importing it."""
+    """Whether ``module_name`` can be imported, without importing it or its parents.
+
+    ``importlib.util.find_spec`` imports a dotted name's parent packages (all of Keras,
+    for ``keras.src.tree.torchtree_impl``); this walks their search paths instead.
+
+    >>> importable("json.decoder"), importable("json.no_such_module"), importable("no_such")
+    (True, False, False)
+    """
     if module_name in sys.modules:
         return sys.modules[module_name] is not None
+    head, _, rest = module_name.partition(".")
     try:
-        return importlib.util.find_spec(module_name) is not None
+        spec = _spec_of(head) if head in sys.modules else importlib.util.find_spec(head)
+        name = head
+        for part in rest.split(".") if rest else ():
+            if spec is None or not spec.submodule_search_locations:
+                return False
+            name = f"{name}.{part}"
+            spec = (
+                _spec_of(name)
+                if name in sys.modules
+                else (
+                    importlib.machinery.PathFinder.find_spec(name, spec.submodule_search_locations)
+                )
+            )
+        return spec is not None
     except (ImportError, ValueError):
         return False
+
+
+def _spec_of(module_name: str) -> importlib.machinery.ModuleSpec | None:
+    return getattr(sys.modules[module_name], "__spec__", None)
 
 
 def _on_imported(name: str) -> None:

@@ -117,4 +117,6 @@ class Outcome:
         return self.kind in _TORCH_UNSUPPORTED
 
     def __str__(self) -> str:
+        if self.kind is Kind.NOT_INSTALLED and self.detail:  # the package has no such module
+            return f"unavailable: {self.detail}"
         return _MESSAGES[self.kind].format(library=self.library, name=self.name, detail=self.detail)

@@ -86,6 +86,21 @@ def status() -> Status:
     )
 
 
+def _not_installed(library: str, module_name: str) -> Outcome:
+    """Why a library's module cannot be imported: the library is missing, or the package
+    that holds it (Keras, for one of its tree layers) has no such module.
+
+    >>> str(_not_installed("keras.tree", "json.torchtree_impl"))
+    'unavailable: this json has no json.torchtree_impl'
+    >>> str(_not_installed("optree", "optree_not_here"))
+    'unavailable: optree is not installed'
+    """
+    package = module_name.partition(".")[0]
+    if package != module_name and activation.importable(package):
+        return Outcome(Kind.NOT_INSTALLED, library, detail=f"this {package} has no {module_name}")
+    return Outcome(Kind.NOT_INSTALLED, library)
+
+
 def _outcomes() -> dict[str, Outcome]:
     """Each original's outcome: the installer's, or, where it has not tried, why not."""
     from . import installer, substitutions
@@ -101,7 +116,7 @@ def _outcomes() -> dict[str, Outcome]:
             elif name in installer.NOT_REGISTERED:
                 outcomes[name] = installer.NOT_REGISTERED[name]
             elif not activation.importable(module_name):
-                outcomes[name] = Outcome(Kind.NOT_INSTALLED, library)
+                outcomes[name] = _not_installed(library, module_name)
             elif not activation.armed:
                 outcomes[name] = Outcome(Kind.NOT_ACTIVATED, library)
             else:  # torch's pytree is loaded with torch: its rows wait for Dynamo

@@ -123,6 +123,30 @@ def test_without_dm_tree_installation_status_says_so_and_optree_still_registers(
     ]
 
 
+def test_status_imports_no_library_and_names_a_layer_its_keras_lacks() -> None:
+    """``status()`` looks for Keras's tree layers without importing Keras (its parents'
+    import would run Keras's own); a layer this Keras lacks is named as such."""
+    completed = run_fresh(
+        """
+        import importlib.util, sys, types
+        import dynamo_tree_compat
+        keras = types.ModuleType("keras")  # a Keras with a tree package and no layers in it
+        keras.__path__ = []
+        keras.__spec__ = importlib.util.spec_from_loader("keras", loader=None, is_package=True)
+        sys.modules["keras"] = keras
+        functions = dynamo_tree_compat.status().functions
+        print(functions["keras.src.tree.torchtree_impl.traverse"])
+        del sys.modules["keras"]
+        dynamo_tree_compat.status()  # the installed Keras, if any, is looked for, not imported
+        print(sorted(name for name in sys.modules if name.split(".")[0] in ("keras", "tree")))
+        """
+    )
+    assert completed.stdout.strip().splitlines() == [
+        "unavailable: this keras has no keras.src.tree.torchtree_impl",
+        "[]",
+    ]
+
+
 def _warnings_in_a_fresh_process(torch_change: str, after: str, any_torch: str = "1") -> list[str]:
     """Changes torch as ``torch_change`` says, imports the package, dm-tree, Dynamo and
     optree, checks nothing registered, prints the package's warnings, then runs ``after``.
