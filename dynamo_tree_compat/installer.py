@@ -186,15 +186,33 @@ def install(wait: bool = True) -> dict[str, Outcome]:
                 _dynamo.before_each_frame(settle)
             except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
                 _dynamo.LOG.debug("could not wait for Dynamo's first frame: %r", error)
-        if REGISTERED and not _undo_on_uninstall:
-            try:
-                undo = _dynamo.give_mapping_proxies_a_type()
-            except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
-                _dynamo.LOG.debug("could not give mappingproxy variables a type: %r", error)
-            else:
-                if undo is not None:
-                    _undo_on_uninstall.append(undo)
+        if REGISTERED and not _patched:
+            _patched.append(True)
+            _patch_dynamo()
         return outcomes
+
+
+#: Not empty once Dynamo's variables are patched (undone by uninstall()).
+_patched: list[bool] = []
+
+
+def _patch_dynamo() -> None:
+    """Gives mappingproxy variables a type, and keeps set subclasses whole, where this
+    Dynamo needs it. Never raises: what cannot be patched is left as it is."""
+    patches: dict[str, Callable[[], Callable[[], None] | None]] = {
+        "give mappingproxy variables a type": _dynamo.give_mapping_proxies_a_type,
+        "keep set subclasses whole": lambda: _dynamo.keep_set_subclasses_whole(
+            lambda: config.twins_enabled
+        ),
+    }
+    for what, patch in patches.items():
+        try:
+            undo = patch()
+        except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
+            _dynamo.LOG.debug("could not %s: %r", what, error)
+        else:
+            if undo is not None:
+                _undo_on_uninstall.append(undo)
 
 
 def _attempt(
@@ -383,10 +401,6 @@ def _register(substitution: Substitution) -> Outcome:
     if substitution.library in ("optree", "torch pytree"):
         return _register_in_front_of_torch(original, name, substitution.twin, substitution.library)
     twin = substitution.twin
-    if substitution.library.startswith("keras"):
-        keras_twins.connect(
-            {name: _dynamo.run_untraced(original, keras_twins.SET_SUBCLASS_UNTRACED)}
-        )
     try:
         handle = _dynamo.substitute(original, _gate(twin, name))
     except ValueError as error:  # something else already handles it
@@ -492,8 +506,10 @@ def uninstall() -> list[str]:
             while _optree_helpers:
                 _dynamo.unsubstitute(*_optree_helpers.pop())
             _helpers_tried.discard("optree")
-        while not REGISTERED and _undo_on_uninstall:
-            _undo_on_uninstall.pop()()
+        if not REGISTERED:
+            while _undo_on_uninstall:
+                _undo_on_uninstall.pop()()
+            _patched.clear()
         if unguarded_removed:
             _dynamo.reset_compiled_code()
     return stuck

@@ -11,13 +11,9 @@ no once and yes after it splits the root from its children without comparing
 identities. Every other function of the layer calls these through its module, so the
 twins of these two cover the whole layer.
 
-Dynamo (2.13 at least) builds a set subclass made in the graph empty, so a Keras
-``TrackedSet`` rebuilt in the graph would come back empty. Where a set subclass is in
-the structure, a twin calls the original untraced instead: the graph ends there and the
-call runs in plain Python (:func:`connect` hands the twins the originals, wrapped so).
-``map_structure`` and ``map_structure_up_to`` have twins for that check alone. (Keras's
-layer over dm-tree, ``dmtree_impl``, which Keras never uses on the torch backend, is
-left to Dynamo: there a TrackedSet rebuilt in the graph still comes back empty.)
+A Keras ``TrackedSet`` rebuilt in the graph comes back empty from Dynamo 2.13; the
+package's seam makes each call that fills one end the graph there instead
+(``_dynamo/seam/sets.py``), under these twins and Keras's own code alike.
 
 Each twin written here names the source of the Keras function it mirrors
 (:data:`WRITTEN_FOR`); a Keras whose function reads otherwise keeps its own code.
@@ -32,58 +28,12 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
-    "SET_SUBCLASS_UNTRACED",
     "WRITTEN_FOR",
-    "connect",
     "fingerprint",
     "optree_traverse",
     "torchtree_dict_to_ordered_dict",
-    "torchtree_map_structure",
-    "torchtree_map_structure_up_to",
     "torchtree_traverse",
 ]
-
-#: Why a call over a structure holding a set subclass runs untraced.
-SET_SUBCLASS_UNTRACED = (
-    "dynamo-tree-compat runs this keras.tree call untraced: the structure holds a set "
-    "subclass (such as Keras's TrackedSet), which Dynamo would rebuild empty"
-)
-
-_TORCHTREE = "keras.src.tree.torchtree_impl"
-
-#: Each original, by its import path, wrapped to run untraced (see :func:`connect`).
-_UNTRACED: dict[str, Callable[..., Any]] = {}
-
-
-def connect(untraced: dict[str, Callable[..., Any]]) -> None:
-    """Hands the twins their originals, each wrapped so that Dynamo never traces into it
-    (``_dynamo.run_untraced``), by import path; the installer calls it as it registers
-    them. Until then (the twins run eagerly only in tests) a twin runs its own code."""
-    _UNTRACED.update(untraced)
-
-
-def _has_set_subclass(structure: Any) -> bool:
-    """Whether a set subclass (Keras's TrackedSet) is anywhere in ``structure``'s lists,
-    tuples, dicts and sets: what any of Keras's tree layers may rebuild.
-
-    >>> class Tracked(set): ...
-    >>> _has_set_subclass({"a": [1, {2}]}), _has_set_subclass({"a": (Tracked(),)})
-    (False, True)
-    """
-    if isinstance(structure, (set, frozenset)):
-        return type(structure) is not set and type(structure) is not frozenset
-    if isinstance(structure, dict):
-        return any(_has_set_subclass(value) for value in structure.values())
-    if isinstance(structure, (list, tuple)):
-        return any(_has_set_subclass(item) for item in structure)
-    return False
-
-
-def _untraced_if_sets(name: str, structures: tuple[Any, ...]) -> Callable[..., Any] | None:
-    """The original named, to run untraced, if a set subclass is in ``structures``."""
-    if name in _UNTRACED and any(map(_has_set_subclass, structures)):
-        return _UNTRACED[name]
-    return None
 
 
 def fingerprint(function: Callable[..., Any]) -> str:
@@ -177,8 +127,7 @@ def torchtree_dict_to_ordered_dict(structure: Any) -> Any:
     >>> torchtree_dict_to_ordered_dict(({"b": 1, "a": [2]},))
     ({'a': [2], 'b': 1},)
     """
-    untraced = _untraced_if_sets(f"{_TORCHTREE}._dict_to_ordered_dict", (structure,))
-    return untraced(structure) if untraced is not None else _ordered(structure)
+    return _ordered(structure)
 
 
 def _traverse(func: Callable[[Any], Any], structure: Any, top_down: bool) -> Any:
@@ -202,69 +151,7 @@ def torchtree_traverse(func: Callable[[Any], Any], structure: Any, top_down: boo
     >>> torchtree_traverse(lambda x: seen.append(x), (1, [2]), top_down=False), seen
     ((1, [2]), [1, 2, [2], (1, [2])])
     """
-    untraced = _untraced_if_sets(f"{_TORCHTREE}.traverse", (structure,))
-    if untraced is not None:
-        return untraced(func, structure, top_down=top_down)
     return _traverse(func, structure, top_down)
-
-
-def torchtree_map_structure(
-    func: Callable[..., Any], *structures: Any, none_is_leaf: bool = True
-) -> Any:
-    """Keras's ``torchtree_impl.map_structure``.
-
-    >>> torchtree_map_structure(lambda x, y: x + y, {"b": 1, "a": [2]}, {"b": 3, "a": [4]})
-    {'b': 4, 'a': [6]}
-    """
-    from torch.utils import _pytree as torch_tree
-
-    untraced = _untraced_if_sets(f"{_TORCHTREE}.map_structure", structures)
-    if untraced is not None:
-        return untraced(func, *structures, none_is_leaf=none_is_leaf)
-    if not structures:
-        raise ValueError("Must provide at least one structure")
-    map_func = func
-    if not none_is_leaf:
-
-        def func_skipping_none(*args: Any) -> Any:
-            if args[0] is None:
-                if not all(s is None for s in args):
-                    raise ValueError(
-                        "Structure mismatch: some arguments are None, others "
-                        f"are not. Received arguments: {args}."
-                    )
-                return None
-            return func(*args)
-
-        map_func = func_skipping_none
-    return torch_tree.tree_map(map_func, *structures)
-
-
-def torchtree_map_structure_up_to(
-    shallow_structure: Any, func: Callable[..., Any], *structures: Any
-) -> Any:
-    """Keras's ``torchtree_impl.map_structure_up_to``.
-
-    >>> torchtree_map_structure_up_to((1, 2), lambda x: x * 10, (3, 4))
-    (30, 40)
-    """
-    from torch.utils import _pytree as torch_tree
-
-    name = f"{_TORCHTREE}.map_structure_up_to"
-    untraced = _untraced_if_sets(name, (shallow_structure, *structures))
-    if untraced is not None:
-        return untraced(shallow_structure, func, *structures)
-    if not structures:
-        raise ValueError("Must provide at least one structure")
-
-    def func_with_check_without_shallow_structure(shallow: Any, *args: Any) -> Any:
-        if torch_tree._get_node_type(shallow) in torch_tree.SUPPORTED_NODES:  # not a leaf
-            raise ValueError("Structures don't have the same nested structure.")
-        return func(*args)
-
-    return torch_tree.tree_map(
-        func_with_check_without_shallow_structure, shallow_structure, *structures
-    )
 
 
 # --- Over optree (Keras 3.1 to 3.11 on torch) ------------------------------------------
@@ -299,8 +186,6 @@ WRITTEN_FOR: dict[str, frozenset[str]] = {
     # Keras 3.12.0 to 3.15.1: one torchtree_impl.py.
     "torchtree_dict_to_ordered_dict": frozenset({"b44636bf215b5df7"}),
     "torchtree_traverse": frozenset({"036055f935463ede"}),
-    "torchtree_map_structure": frozenset({"ef4ce80aabd0198a"}),
-    "torchtree_map_structure_up_to": frozenset({"c738a91b9bb73cda"}),
     # Keras 3.8.0 to 3.15.1 (3.3 to 3.6 test a sentinel object instead).
     "optree_traverse": frozenset({"c866d5c06a74e0d1"}),
 }

@@ -194,8 +194,6 @@ KERAS_TORCHTREE: tuple[Substitution, ...] = (
         "keras.src.tree.torchtree_impl", "_dict_to_ordered_dict", "torchtree_dict_to_ordered_dict"
     ),
     _keras("keras.src.tree.torchtree_impl", "traverse", "torchtree_traverse"),
-    _keras("keras.src.tree.torchtree_impl", "map_structure", "torchtree_map_structure"),
-    _keras("keras.src.tree.torchtree_impl", "map_structure_up_to", "torchtree_map_structure_up_to"),
 )
 
 #: The same layer over optree (Keras 3.1 to 3.11 on torch, and other backends).

@@ -11,9 +11,9 @@ stand-in whose public functions run under ``torch.compile(fullgraph=True)``:
   that differs is counted in ``differs`` and fails the test;
 - a call whose traced code raises the user's error (Dynamo's "Observed exception") is run
   compiled without fullgraph, so the suite sees the error eager code would raise;
-- a call the package sends back to eager code on purpose (a set node, which Dynamo would
-  rebuild empty: ``keras_twins.SET_SUBCLASS_UNTRACED``) runs compiled without fullgraph and is
-  counted in ``eager_by_design``;
+- a call whose graph the package ends on purpose (one that fills a set subclass, which
+  Dynamo 2.13 would rebuild empty: ``_dynamo/seam/sets.py``) runs compiled without
+  fullgraph and is counted in ``eager_by_design``;
 - a call Dynamo cannot trace where eager code raises (Dynamo does not model calling a
   string, say) runs compiled without fullgraph, so the suite sees eager's error; counted
   in ``errors_via_break``;
@@ -96,7 +96,7 @@ def _raises(function: Callable[..., Any], args: Any, kwargs: Any) -> bool:
 def _compiled(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     import torch
 
-    from dynamo_tree_compat.keras_twins import SET_SUBCLASS_UNTRACED
+    from dynamo_tree_compat._dynamo.seam.sets import KEPT_WHOLE
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if _ACTIVE:  # a call from inside another: part of its trace, or of its eager run
@@ -117,7 +117,7 @@ def _compiled(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
         try:
             result = torch.compile(body, backend="eager", fullgraph=True)(*args, **kwargs)
         except torch._dynamo.exc.Unsupported as error:
-            if SET_SUBCLASS_UNTRACED in str(error):
+            if KEPT_WHOLE in str(error):
                 COUNTS["eager_by_design"] += 1
             elif "Observed exception" in str(error):
                 pass

@@ -27,7 +27,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import dynamo_tree_compat  # noqa: E402
 from dynamo_tree_compat import _dynamo  # noqa: E402
-from dynamo_tree_compat.keras_twins import SET_SUBCLASS_UNTRACED  # noqa: E402
+from dynamo_tree_compat._dynamo.seam.sets import KEPT_WHOLE  # noqa: E402
 from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: E402, F401
 from tests.helpers.structures import (  # noqa: E402
     COMPILED_EXAMPLES,
@@ -146,27 +146,26 @@ def test_every_function_in_one_graph(call: str, structure: str) -> None:
 
 @pytest.mark.parametrize("call", ["flatten", "traverse bottom up", "pack_sequence_as"])
 @pytest.mark.parametrize("where", ["root", "inside"])
-def test_tracked_set_runs_eagerly(call: str, where: str) -> None:
-    """Keras's TrackedSet (the set layers track their children in): Dynamo would rebuild
-    it empty, so the call breaks the graph, naming why, and eager's answer comes back."""
+@pytest.mark.parametrize("built", ["passed in", "built inside"])
+def test_tracked_set_comes_back_whole(call: str, where: str, built: str) -> None:
+    """Keras's TrackedSet (the set layers track their children in). Where Dynamo would
+    rebuild one made or filled in the graph empty (torch 2.13), the call that fills it
+    breaks the graph, naming why, and eager's answer comes back; where Dynamo keeps it
+    whole (torch 2.15), it stays in one graph."""
 
     def make() -> Any:
         tracked = tracking.TrackedSet([1, 2])  # a set of tensors would compare by identity
         return tracked if where == "root" else {"a": [tracked, _t(2)]}
 
+    function = CALLS[call]
+    if built == "built inside":
+        function = lambda _: CALLS[call](make())  # noqa: E731
+    keeps_whole = _dynamo.capability("set_subclass_keeps_contents")
     with _dynamo.GraphBreakRecorder() as recorder:
-        _same(CALLS[call], make, fullgraph=False)
-    # Over optree this package rebuilds the set right, in the graph. Over torch's pytree
-    # the twins call Keras's code untraced at a set root; inside a dict, Dynamo's own
-    # break may come first.
-    if where == "root" and LAYER == "torchtree_impl":
-        # The reason is named where torch._dynamo.disable takes one (not on torch 2.5).
-        untraced = [
-            b
-            for b in recorder.breaks
-            if SET_SUBCLASS_UNTRACED in b.message or "keras_twins.py" in b.location
-        ]
-        assert untraced, recorder.breaks
+        _same(function, make, fullgraph=keeps_whole)
+    fills_a_set = built == "built inside" or call != "flatten"
+    if fills_a_set and not keeps_whole and not DYNAMO_2_5:  # 2.5 breaks its own way
+        assert any(KEPT_WHOLE in b.message for b in recorder.breaks), recorder.breaks
 
 
 def test_eager_keras_is_untouched() -> None:

@@ -93,6 +93,16 @@ def _outer_of_inlined_skip(x: Any) -> Any:
     return y * 2
 
 
+class _TrialSet(set):
+    """A set subclass, as Keras's TrackedSet is one."""
+
+
+def _set_subclass_filled(x: Any) -> Any:
+    made = _TrialSet([1])
+    made.add(2)
+    return made, x + 1
+
+
 #: Dynamo's ``comptime``, as a module global that traced code reads with a source.
 _COMPTIME: list[Any] = [None]
 
@@ -217,6 +227,13 @@ def _tree_map_fast_path_keeps_defaultdict() -> bool:
     return type(result) is collections.defaultdict
 
 
+def _set_subclass_keeps_contents() -> bool:
+    """A set subclass made and filled in the graph leaves it with what it holds (not
+    torch 2.13, which rebuilds it empty; older Dynamos break the graph instead)."""
+    (made, _), _ = _traced(_set_subclass_filled)
+    return type(made) is _TrialSet and made == {1, 2}
+
+
 #: Each capability: how it is asked, and whether that compiles a trial function.
 _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "sort_raises_cleanly": (_sort_raises_cleanly, True),
@@ -231,6 +248,7 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "tree_map_with_path_fast_path": (_tree_map_with_path_fast_path, False),
     "tree_map_only_fast_path": (_tree_map_only_fast_path, False),
     "tree_map_fast_path_keeps_defaultdict": (_tree_map_fast_path_keeps_defaultdict, True),
+    "set_subclass_keeps_contents": (_set_subclass_keeps_contents, True),
 }
 #: The capabilities' names.
 NAMES = tuple(_QUESTIONS)
@@ -248,6 +266,7 @@ SAFE: dict[str, bool] = {
     "tree_map_with_path_fast_path": True,
     "tree_map_only_fast_path": True,
     "tree_map_fast_path_keeps_defaultdict": False,
+    "set_subclass_keeps_contents": False,
 }
 _ANSWERS: dict[str, bool] = {}
 #: Whether the shipped or cached answers were looked up in this process.
@@ -283,6 +302,7 @@ _TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
     "tree_map_with_path_fast_path": (12, 15),
     "tree_map_only_fast_path": (10, 15),
     "tree_map_fast_path_keeps_defaultdict": (10, 14),
+    "set_subclass_keeps_contents": (15, 15),
 }
 #: Local version labels of the official builds (``+cpu``, ``+cu126``): the same Dynamo.
 _OFFICIAL_BUILD = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)?$")

@@ -164,18 +164,6 @@ def graph_break_function() -> Callable[..., None]:
     return _graph_break_naming
 
 
-def run_untraced(function: Callable[..., Any], reason: str) -> Callable[..., Any]:
-    """``function`` wrapped so that Dynamo never traces into it: a traced call ends the
-    graph (naming ``reason`` where ``torch._dynamo.disable`` takes one) and runs it in
-    plain Python, frames below it included."""
-    import torch._dynamo
-
-    disable = torch._dynamo.disable
-    if "reason" in inspect.signature(disable).parameters:
-        return disable(function, reason=reason)
-    return disable(function)
-
-
 #: Dynamo's ``comptime`` and ``graph_break``, where ``_graph_break_naming`` uses them:
 #: module globals, so that Dynamo meets them with a source and knows them.
 _comptime: Any = None
