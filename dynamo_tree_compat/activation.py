@@ -197,9 +197,62 @@ def _spec_of(module_name: str) -> importlib.machinery.ModuleSpec | None:
     return getattr(sys.modules[module_name], "__spec__", None)
 
 
+#: Not empty once Dynamo has taken up its first frame, or registration could not wait.
+_first_frame_seen: list[bool] = []
+#: Not empty once the first registration waits for Dynamo's first frame.
+_waiting: list[bool] = []
+
+
+def _register_at_first_frame() -> None:
+    """Defers the first registration to Dynamo's first frame: a process that imports
+    Dynamo and never compiles pays nothing more. Where Dynamo's frame check cannot be
+    hooked, or this torch is outside the supported releases or cannot substitute (which
+    warns at once), registers now."""
+    if _waiting:
+        return
+    try:
+        from .outcomes import torch_out_of_range
+
+        if torch_out_of_range(config.any_torch) is None:
+            _dynamo.substitute_in_graph()  # raises where this torch cannot substitute
+            _dynamo.before_each_frame(_first_frame)
+            _waiting.append(True)
+            return
+    except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: register now
+        runtime.LOG.debug("could not wait for Dynamo's first frame: %r", error)
+    _first_frame_seen.append(True)
+    _register_now(hooked=DYNAMO_MODULE)
+
+
+def _first_frame() -> bool:
+    """Run by Dynamo's check of its first frame, before it traces: registers."""
+    _first_frame_seen.append(True)
+    if armed:
+        with _lock:
+            _register_now()
+        installer = sys.modules.get("dynamo_tree_compat.installer")
+        if installer is not None:  # on a build nobody has seen: the trials, now
+            installer.settle()
+    return True
+
+
+def register_pending() -> None:
+    """Registers now what waits for Dynamo's first frame (``status()`` asks this, so
+    that it reports what a compile would meet). Never raises."""
+    try:
+        if _waiting and not _first_frame_seen and armed:
+            _first_frame_seen.append(True)
+            with _lock:
+                _register_now()
+    except Exception as error:  # noqa: BLE001 - a report must not break the program
+        warn_once(f"registering the twins failed with {type(error).__name__}: {error}")
+
+
 def _on_imported(name: str) -> None:
     try:
-        if armed:
+        if armed and not _first_frame_seen and name == DYNAMO_MODULE:
+            _register_at_first_frame()
+        elif armed and (_first_frame_seen or not _waiting):
             _register_now(hooked=name)
         if recording and name == DYNAMO_MODULE:
             _start_recording()

@@ -14,15 +14,14 @@ library and Dynamo. What happened to each row is an :class:`~.outcomes.Outcome`,
 from __future__ import annotations
 
 import importlib
-import re
 import sys
 import threading
 import types
 from collections.abc import Callable
 from typing import Any
 
-from . import _dynamo, config, dmtree, keras_twins, optree_twins
-from .outcomes import Kind, Outcome
+from . import _dynamo, config, dmtree, keras_twins, optree_twins, outcomes
+from .outcomes import TORCH_RANGE, Kind, Outcome
 from .substitutions import LIBRARIES, LIBRARY_OF, Substitution
 
 __all__ = [
@@ -37,23 +36,13 @@ __all__ = [
     "uninstall",
 ]
 
+
 #: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
 #: declares the same range. Outside it, the package warns once and does nothing: on
 #: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 5), (2, 15))
-
-
 def torch_out_of_range() -> Outcome | None:
-    """Why this torch is not supported, or None."""
-    version = str(getattr(sys.modules.get("torch"), "__version__", ""))
-    found = re.match(r"(\d+)\.(\d+)", version)
-    if config.any_torch or found is None:
-        return None
-    if TORCH_RANGE[0] <= (int(found[1]), int(found[2])) <= TORCH_RANGE[1]:
-        return None
-    (low_major, low_minor), (high_major, high_minor) = TORCH_RANGE
-    supported = f"{low_major}.{low_minor} to {high_major}.{high_minor}"
-    return Outcome(Kind.TORCH_OUT_OF_RANGE, name=version, detail=supported)
+    """Why this torch is not supported, or None (see :func:`.outcomes.torch_out_of_range`)."""
+    return outcomes.torch_out_of_range(config.any_torch)
 
 
 def _substitution_unavailable() -> Outcome | None:

@@ -12,9 +12,11 @@ package, so every module can use it without an import cycle.
 from __future__ import annotations
 
 import enum
+import re
+import sys
 from dataclasses import dataclass
 
-__all__ = ["Kind", "Outcome"]
+__all__ = ["TORCH_RANGE", "Kind", "Outcome", "torch_out_of_range"]
 
 
 class Kind(enum.Enum):
@@ -120,3 +122,25 @@ class Outcome:
         if self.kind is Kind.NOT_INSTALLED and self.detail:  # the package has no such module
             return f"unavailable: {self.detail}"
         return _MESSAGES[self.kind].format(library=self.library, name=self.name, detail=self.detail)
+
+
+#: The torch releases supported, first and last (major, minor).
+TORCH_RANGE = ((2, 5), (2, 15))
+
+
+def torch_out_of_range(any_torch: bool = False) -> Outcome | None:
+    """Why the imported torch is not supported, or None (also where ``any_torch``, or
+    torch is not imported or has no release number). Cheap: Dynamo waits on nothing.
+
+    >>> torch_out_of_range(any_torch=True) is None
+    True
+    """
+    version = str(getattr(sys.modules.get("torch"), "__version__", ""))
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if any_torch or found is None:
+        return None
+    if TORCH_RANGE[0] <= (int(found[1]), int(found[2])) <= TORCH_RANGE[1]:
+        return None
+    (low_major, low_minor), (high_major, high_minor) = TORCH_RANGE
+    supported = f"{low_major}.{low_minor} to {high_major}.{high_minor}"
+    return Outcome(Kind.TORCH_OUT_OF_RANGE, name=version, detail=supported)

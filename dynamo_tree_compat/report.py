@@ -71,6 +71,7 @@ def status() -> Status:
     >>> report.mode, report.functions["tree.flatten"], report.outcomes["tree.flatten"].kind
     ('on', 'registered', <Kind.REGISTERED: 'registered'>)
     """
+    activation.register_pending()
     versions = {"python": sys.version.split()[0]}
     for distribution in ("torch", "dm-tree", "optree"):
         versions[distribution] = _version(distribution)

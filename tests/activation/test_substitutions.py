@@ -52,7 +52,9 @@ def test_every_substitution_is_registered_here() -> None:
 
 
 def test_install_is_idempotent() -> None:
+    dynamo_tree_compat.install()
     before = dict(installer.REGISTERED)
+    assert before
     assert installer.install() == {}
     dynamo_tree_compat.install()
     assert installer.REGISTERED == before
@@ -78,21 +80,25 @@ def test_originals_are_untouched_in_a_fresh_process() -> None:
     assert completed.stdout.strip() == "untouched"
 
 
-def test_registers_whichever_of_dynamo_and_dm_tree_loads_last() -> None:
+def test_registers_at_dynamos_first_frame_whichever_loads_last() -> None:
+    """Importing Dynamo and dm-tree, in either order, registers nothing (a process that
+    never compiles pays nothing); Dynamo's first frame registers, before it traces."""
     for order in ("import torch._dynamo; import tree", "import tree; import torch._dynamo"):
         completed = run_fresh(
             f"""
+            import sys
             import dynamo_tree_compat
             {order}
             import torch
-            from dynamo_tree_compat import installer
-            assert "tree.flatten" in installer.REGISTERED
+            assert "dynamo_tree_compat.installer" not in sys.modules
             fn = torch.compile(lambda x: tree.map_structure(abs, {{"a": x}}), fullgraph=True,
                                backend="eager")
             print(fn(-torch.ones(1))["a"].item())
+            from dynamo_tree_compat import installer
+            assert "tree.flatten" in installer.REGISTERED
             """
         )
-        assert completed.stdout.strip() == "1.0"
+        assert completed.stdout.strip() == "1.0", completed.stderr
 
 
 def test_without_dm_tree_installation_status_says_so_and_optree_still_registers() -> None:
@@ -175,13 +181,13 @@ def test_any_torch_switch_activates_outside_the_supported_releases() -> None:
 import torch
 torch.__version__ = "2.16.0"
 import dynamo_tree_compat, tree, torch._dynamo
-from dynamo_tree_compat import installer
-print("tree.flatten" in installer.REGISTERED)
 x = torch.ones(1)
 print(torch.compile(lambda x: tree.flatten([x * 2]), backend="eager", fullgraph=True)(x))
+from dynamo_tree_compat import installer
+print("tree.flatten" in installer.REGISTERED)
 """
     lines = run_fresh(code, DYNAMO_TREE_COMPAT_ANY_TORCH="1").stdout.strip().splitlines()
-    assert lines == ["True", "[tensor([2.])]"]
+    assert lines == ["[tensor([2.])]", "True"]
 
 
 def test_torch_without_substitute_in_graph_warns_once_and_does_nothing() -> None:
