@@ -5,7 +5,8 @@ torch's autoload of it off) and on (autoload, as users get it), the two alternat
 a busy machine slows both alike; it prints each side's median and what the package adds.
 
 - ``import torch, torch._dynamo, tree`` (and ``optree``), in both orders, compiling
-  nothing: wall time and the peak RSS (``ru_maxrss``);
+  nothing: wall time and the peak RSS (``ru_maxrss``), and the package's own time in
+  those imports measured inside the process (its import and its post-import hooks);
 - the first compile of a function with no tree call (``backend="eager"``).
 
 RLlib's first compiled update is ``benchmarks/real_clients.py``'s.
@@ -33,6 +34,30 @@ print(json.dumps({{"seconds": elapsed,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
+#: The package's own time in the same imports, measured inside the process: importing
+#: it where autoload does, at the end of ``import torch`` (autoload is off here, so that
+#: the import below is the package's first), and its post-import hooks. The wall times
+#: carry tens of milliseconds of noise; this does not.
+_OWN_TIME = """
+import json, time
+own = []
+def _timed_import_of_the_package():
+    began = time.perf_counter()
+    import dynamo_tree_compat
+    from dynamo_tree_compat import activation
+    own.append(time.perf_counter() - began)
+    hook = activation._on_imported
+    def timed(name):
+        began = time.perf_counter()
+        try:
+            hook(name)
+        finally:
+            own.append(time.perf_counter() - began)
+    activation._on_imported = timed
+{imports}
+print(json.dumps({{"seconds": sum(own)}}))
+"""
+
 _FIRST_COMPILE = """
 import json, time
 import torch, torch._dynamo
@@ -53,12 +78,13 @@ def _libraries() -> list[str]:
     return [name for name in ("tree", "optree") if importlib.util.find_spec(name)]
 
 
-def _run(code: str, package_on: bool) -> dict[str, float]:
+def _run(code: str, package_on: bool, **extra: str) -> dict[str, float]:
     environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
     for name in _OFF:
         environment.pop(name, None)
     if not package_on:
         environment.update(_OFF)
+    environment.update(extra)
     completed = subprocess.run(
         [sys.executable, "-c", code],
         env=environment,
@@ -106,6 +132,15 @@ def main() -> None:
         ),
     }
     for name, imports in orders.items():
+        timed = imports().replace(
+            "import torch\n", "import torch\n_timed_import_of_the_package()\n", 1
+        )
+        code = _OWN_TIME.format(imports=timed)
+        own = [_run(code, True, TORCH_DEVICE_BACKEND_AUTOLOAD="0")["seconds"] for _ in range(runs)]
+        print(
+            f"{'  the package: import and hooks, in-process':<46} {'':>9} {'':>9} "
+            f"{statistics.median(own) * 1000:+9.1f} ms"
+        )
         off, on = _alternated(_IMPORTS.format(imports=imports()), runs)
         print(
             _row(

@@ -116,7 +116,7 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "load": ("seam.internals", "load"),
     "capability": ("seam.capabilities", "has"),
     "capabilities_settled": ("seam.capabilities", "settled"),
-    "before_each_frame": ("seam.patches", "before_each_frame"),
+    "before_each_frame": ("seam.frames", "before_each_frame"),
 }
 
 

@@ -20,7 +20,6 @@ from . import capabilities, internals, making
 from .types import Translator, Variable
 
 __all__ = [
-    "before_each_frame",
     "count_graphs",
     "end_frame",
     "forget_skips",
@@ -251,28 +250,6 @@ def count_graphs(
         stats["stats"] = collections.Counter(stats["stats"])
 
     return lambda: seen[0], undo
-
-
-def before_each_frame(action: Callable[[], bool]) -> None:
-    """Runs ``action`` as Dynamo takes up each new frame, before it traces (its frame
-    check), until ``action`` returns True: a moment where this package can compile a
-    trial of its own, as it cannot while torch's own imports are half done."""
-    owner, name = internals.tensor_check()
-    original = getattr(owner, name)
-    state = {"done": False, "running": False}
-
-    def has_tensor_in_frame(frame: Any) -> bool:
-        if not state["done"] and not state["running"]:
-            state["running"] = True
-            try:
-                state["done"] = bool(action())
-            except Exception:  # noqa: BLE001 - never in the way of the user's compile
-                state["done"] = True
-            finally:
-                state["running"] = False
-        return original(frame)
-
-    setattr(owner, name, has_tensor_in_frame)
 
 
 def forget_skips() -> None:
