@@ -215,7 +215,7 @@ def _register_at_first_frame() -> None:
 
         if torch_out_of_range(config.any_torch) is None:
             _dynamo.substitute_in_graph()  # raises where this torch cannot substitute
-            _dynamo.before_each_frame(_first_frame)
+            _dynamo.before_each_frame(_first_frame, captures_too=True)
             _waiting.append(True)
             return
     except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: register now

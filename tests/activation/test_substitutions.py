@@ -176,6 +176,24 @@ print(len(messages), messages[0])
     return run_fresh(code, DYNAMO_TREE_COMPAT_ANY_TORCH=any_torch).stdout.strip().splitlines()
 
 
+def test_a_strict_export_as_dynamos_first_use_registers_first() -> None:
+    """``torch.export``'s graph capture skips Dynamo's frame check (torch 2.10 on): the
+    registration that waits for the first frame comes before the capture all the same."""
+    completed = run_fresh(
+        """
+        import torch, tree
+
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return tree.map_structure(lambda t: t * 2, {"b": x, "a": [x + 1]})
+
+        exported = torch.export.export(Model(), (torch.ones(2),), strict=True)
+        print(repr(exported.module()(torch.ones(2))) == repr(Model()(torch.ones(2))))
+        """
+    )
+    assert completed.stdout.strip() == "True", completed.stderr
+
+
 def test_any_torch_switch_activates_outside_the_supported_releases() -> None:
     code = """
 import torch

@@ -26,6 +26,7 @@ __all__ = [
     "dict_class",
     "dict_entries",
     "dynamo_errors",
+    "frame_compiler",
     "graph_break",
     "guard_constant",
     "guard_id",
@@ -499,6 +500,17 @@ def tensor_check() -> tuple[Any, str]:
     if not callable(getattr(convert_frame, "has_tensor_in_frame", None)):
         raise Missing("convert_frame.has_tensor_in_frame")
     return convert_frame, "has_tensor_in_frame"
+
+
+def frame_compiler() -> tuple[Any, str] | None:
+    """(owner, name) of the function through which both ``torch.compile`` and the graph
+    capture of ``torch.export`` (which skips the tensor check) trace a frame, where this
+    Dynamo has one (torch 2.10 on); None elsewhere."""
+    from torch._dynamo import convert_frame
+
+    if callable(getattr(convert_frame, "compile_frame", None)):
+        return convert_frame, "compile_frame"
+    return None
 
 
 def reset_compiled_code() -> None:
