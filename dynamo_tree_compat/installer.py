@@ -193,6 +193,9 @@ def _patch_dynamo() -> None:
         "keep set subclasses whole": lambda: _dynamo.keep_set_subclasses_whole(
             lambda: config.twins_enabled
         ),
+        "break on iter() of a number": lambda: _dynamo.break_on_iterating_a_number(
+            lambda: config.twins_enabled
+        ),
     }
     for what, patch in patches.items():
         try:

@@ -49,6 +49,8 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     # seen on the 2.5.1, 2.13.0, 2.14.1 and 2.15.0 wheels; 2.6 to 2.12 not tried yet
     # (a False there only keeps a graph break, never a wrong answer)
     "set_subclass_keeps_contents": _releases((2, 15), NEWEST),
+    # seen on 2.5.1 (false), 2.13.0 and 2.15.0; 2.6 to 2.12 and 2.14 not tried
+    "iter_of_a_number_raises": _releases((2, 13), NEWEST),
     # the tests' features
     "time.struct_time": _releases((2, 12), NEWEST),
     "hash": _releases((2, 13), NEWEST),

@@ -103,6 +103,14 @@ def _set_subclass_filled(x: Any) -> Any:
     return made, x + 1
 
 
+def _iterate_a_number(x: Any) -> Any:
+    try:
+        iter(5)  # type: ignore[call-overload]
+    except TypeError:
+        return x + 1
+    return x
+
+
 #: Dynamo's ``comptime``, as a module global that traced code reads with a source.
 _COMPTIME: list[Any] = [None]
 
@@ -234,6 +242,13 @@ def _set_subclass_keeps_contents() -> bool:
     return type(made) is _TrialSet and made == {1, 2}
 
 
+def _iter_of_a_number_raises() -> bool:
+    """``iter()`` of a constant that is not iterable raises the user's TypeError (not
+    torch 2.5, which fails inside with ``InternalTorchDynamoError``)."""
+    result, _ = _traced(_iterate_a_number)
+    return float(result) == 2.0
+
+
 #: Each capability: how it is asked, and whether that compiles a trial function.
 _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "sort_raises_cleanly": (_sort_raises_cleanly, True),
@@ -249,6 +264,7 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "tree_map_only_fast_path": (_tree_map_only_fast_path, False),
     "tree_map_fast_path_keeps_defaultdict": (_tree_map_fast_path_keeps_defaultdict, True),
     "set_subclass_keeps_contents": (_set_subclass_keeps_contents, True),
+    "iter_of_a_number_raises": (_iter_of_a_number_raises, True),
 }
 #: The capabilities' names.
 NAMES = tuple(_QUESTIONS)
@@ -267,6 +283,7 @@ SAFE: dict[str, bool] = {
     "tree_map_only_fast_path": True,
     "tree_map_fast_path_keeps_defaultdict": False,
     "set_subclass_keeps_contents": False,
+    "iter_of_a_number_raises": False,
 }
 _ANSWERS: dict[str, bool] = {}
 #: Whether the shipped or cached answers were looked up in this process.
@@ -303,6 +320,7 @@ _TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
     "tree_map_only_fast_path": (10, 15),
     "tree_map_fast_path_keeps_defaultdict": (10, 14),
     "set_subclass_keeps_contents": (15, 15),
+    "iter_of_a_number_raises": (13, 15),
 }
 #: Local version labels of the official builds (``+cpu``, ``+cu126``): the same Dynamo.
 _OFFICIAL_BUILD = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)?$")
