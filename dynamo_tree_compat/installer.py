@@ -37,9 +37,6 @@ __all__ = [
 ]
 
 
-#: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
-#: declares the same range. Outside it, the package warns once and does nothing: on
-#: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
 def torch_out_of_range() -> Outcome | None:
     """Why this torch is not supported, or None (see :func:`.outcomes.torch_out_of_range`)."""
     return outcomes.torch_out_of_range(config.any_torch)
@@ -186,8 +183,9 @@ _patched: list[bool] = []
 
 
 def _patch_dynamo() -> None:
-    """Gives mappingproxy variables a type, and keeps set subclasses whole, where this
-    Dynamo needs it. Never raises: what cannot be patched is left as it is."""
+    """Gives mappingproxy variables a type, keeps set subclasses whole, and makes
+    ``iter()`` of a number end the graph, where this Dynamo needs it. Never raises: what
+    cannot be patched is left as it is."""
     patches: dict[str, Callable[[], Callable[[], None] | None]] = {
         "give mappingproxy variables a type": _dynamo.give_mapping_proxies_a_type,
         "keep set subclasses whole": lambda: _dynamo.keep_set_subclasses_whole(

@@ -124,7 +124,9 @@ class Outcome:
         return _MESSAGES[self.kind].format(library=self.library, name=self.name, detail=self.detail)
 
 
-#: The torch releases supported, first and last (major, minor).
+#: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
+#: declares the same range. Outside it, the package warns once and does nothing: on
+#: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
 TORCH_RANGE = ((2, 5), (2, 15))
 
 
