@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import collections
 import enum
+import functools
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 import torch
+import wrapt
 
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo, config
+from dynamo_tree_compat._dynamo.dmtree import fast as dmtree_fast
 from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat._dynamo.seam import internals, variables
 from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
 from tests.helpers.dynamo_support import needs_dynamo, new_defaultdict
+from tests.helpers.leaves import UserLeaf, leaf_function
 from tests.helpers.structures import assert_identical, deep_recursion, outcome
 
 tree = pytest.importorskip("tree")
@@ -91,6 +96,56 @@ def test_taken_for_inputs_with_constants_symbols_and_parameters(name: str) -> No
     assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)
 
 
+class Module(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def _object_leaves(x: torch.Tensor) -> dict[Any, Any]:
+    """A structure of objects dm-tree takes as leaves, as RLlib's hold them: classes (of
+    an ABC too), user objects, modules, functions, builtins, partials."""
+    return {
+        "class": [UserLeaf, torch.distributions.Normal, collections.abc.Sequence],
+        "objects": (UserLeaf(x), torch.distributions.Normal(x, 1.0, validate_args=False)),
+        "callables": [leaf_function, torch.tanh, len, PARTIAL],
+        "module": {"m": MODULE},
+    }
+
+
+MODULE = Module()
+PARTIAL = functools.partial(torch.add, alpha=2)
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["built inside", "passed in"])
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_taken_for_objects_dm_tree_takes_as_leaves(name: str, inside: bool) -> None:
+    call = CALLS[name]
+    x = torch.ones(2)
+    if inside:
+        body: Callable[..., Any] = lambda x: call(_object_leaves(x))  # noqa: E731
+        args: tuple[Any, ...] = (x,)
+    else:
+        body, args = call, (_object_leaves(x),)
+    assert_identical(body(*args), compiled(lambda *a: body(*a))(*args))
+    assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)
+
+
+class Posing:
+    """An object whose ``__class__`` is not its type (Dynamo 2.13 cannot trace it)."""
+
+    @property
+    def __class__(self) -> type:  # type: ignore[override]
+        return list
+
+
+def test_the_leaf_rule_trusts_only_plain_classes() -> None:
+    plain = (UserLeaf, Module, type, type(collections.abc.Sequence), functools.partial)
+    assert all(dmtree_fast.is_leaf_type(kind) for kind in plain)
+    nested = (Pair, Fields, Posing, set, collections.UserDict, type({}.keys()), wrapt.ObjectProxy)
+    assert not any(dmtree_fast.is_leaf_type(kind) for kind in nested)
+    assert tree.is_nested(Posing()) and not tree.is_nested(UserLeaf(1))  # as dm-tree asks
+
+
 def test_map_structure_calls_func_in_sorted_key_order_and_keeps_insertion_order() -> None:
     def body(x: torch.Tensor, seen: list[Any]) -> Any:
         def record(path: Any, value: torch.Tensor) -> torch.Tensor:
@@ -118,7 +173,30 @@ class SubTensor(torch.Tensor):
     pass
 
 
+class Pair(collections.abc.Sequence):
+    """A user sequence: dm-tree reads into it."""
+
+    FIELDS = ("items",)  # compared field by field (``assert_identical``)
+
+    def __init__(self, *items: Any) -> None:
+        self.items = items
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.items[index]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@attrs.define
+class Fields:
+    a: Any
+    b: Any
+
+
 FALLBACKS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "user sequence": lambda x: {"a": x, "b": [x, Pair(x, x)]},
+    "attrs instance": lambda x: [x, Fields(x, 1)],
     "namedtuple deep inside": lambda x: {"a": x, "b": [x, Point(x, x)]},
     "OrderedDict": lambda x: collections.OrderedDict([("b", x), ("a", x)]),
     "defaultdict": lambda x: new_defaultdict(list, [("b", x)]),

@@ -116,12 +116,15 @@ class Node(NamedTuple):
     children: list[Any]  # the children's variables; [] for a leaf
 
 
-def node(variable: Variable, sort: bool = True) -> Node:
+def node(
+    variable: Variable, sort: bool = True, leaf: Callable[[Variable], bool] | None = None
+) -> Node:
     """The node ``variable`` stands for.
 
     Dict keys come sorted, as dm-tree takes them, or with ``sort=False`` in insertion
     order (optree's C code then orders them itself). Raises :class:`Fallback` on
-    anything but an exact list, tuple or dict, a tensor or a constant.
+    anything but an exact list, tuple or dict, a tensor or a constant, or a value
+    ``leaf`` says is a leaf (the library's own rule for other objects).
     """
     k = internals.kinds()
     variable = internals.realized(variable)
@@ -154,6 +157,7 @@ def node(variable: Variable, sort: bool = True) -> Node:
         (cls is k.Tensor and internals.call(variable, "python_type") in k.tensor_types)
         or (cls is k.Constant and type(internals.read(variable, "value")) in CONSTANT_TYPES)
         or cls is k.Symbol
+        or (leaf is not None and leaf(variable))
     ):
         return Node(LEAF, variable, None, [])
     raise Fallback

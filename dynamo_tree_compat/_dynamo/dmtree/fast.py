@@ -12,9 +12,11 @@ The walks are iterative, so they go as deep as dm-tree's traced limit
 
 from __future__ import annotations
 
+from collections import abc
 from typing import Any, NamedTuple
 
 from ... import dmtree
+from ...dmtree._base import ObjectProxy
 from ..common.reading import (
     DICT,
     LEAF,
@@ -23,6 +25,7 @@ from ..common.reading import (
     TUPLE,
     DictKey,
     Fallback,
+    Node,
     call_func,
     constant_or,
     made_once,
@@ -54,6 +57,46 @@ class _TooDeep(Exception):
     """The structure nests deeper than dm-tree's traced limit."""
 
 
+#: Types dm-tree reads into, or warns about: an object of any of them is no plain leaf.
+_NOT_PLAIN = (abc.Mapping, abc.MappingView, abc.Sequence, set, ObjectProxy)
+
+
+def is_leaf_type(kind: type) -> bool:
+    """Whether dm-tree takes an object of type ``kind``, whose ``__class__`` is ``kind``,
+    as a leaf without a word: not a mapping, view, sequence, set, attrs class or proxy,
+    and with the ``__class__`` every object has (else ``isinstance`` may answer for
+    another class).
+
+    >>> is_leaf_type(type), is_leaf_type(object), is_leaf_type(type(abc.Sequence))
+    (True, True, True)
+    >>> is_leaf_type(range), is_leaf_type(dict), is_leaf_type(frozenset)
+    (False, False, True)
+    """
+    return (
+        isinstance(kind, type)
+        and not issubclass(kind, _NOT_PLAIN)
+        and not any("__class__" in vars(cls) for cls in kind.__mro__[:-1])
+        and not hasattr(kind, "__attrs_attrs__")
+    )
+
+
+def _object_leaf(variable: Variable) -> bool:
+    """Whether the variable is a class, module, function or user object that dm-tree
+    takes as a leaf (see :func:`is_leaf_type`); False where Dynamo cannot say."""
+    try:
+        return isinstance(variable, internals.kinds().leaf_objects) and is_leaf_type(
+            internals.call(variable, "python_type")
+        )
+    except Exception:  # noqa: BLE001 - Dynamo cannot name its type: the twin reads it
+        return False
+
+
+def _node(variable: Variable) -> Node:
+    """``reading.node`` by dm-tree's rule: any other object that is no structure is a
+    leaf."""
+    return node(variable, leaf=_object_leaf)
+
+
 def _walk(
     roots: list[Any],
     paths: list[Any] | None = None,
@@ -76,7 +119,7 @@ def _walk(
     pending: list[tuple[list[Any], int, tuple[Any, ...]]] = [(roots, 1, ())]
     while pending:
         variables, depth, path = pending.pop()
-        read = node(variables[0])
+        read = _node(variables[0])
         if seen is not None:
             seen[id(variables[0])] = read
         kind, first, keys, children = read
@@ -86,7 +129,7 @@ def _walk(
             else:
                 row = [first]
                 for other in variables[1:]:
-                    other_node = node(other)
+                    other_node = _node(other)
                     if other_node.kind != LEAF:
                         raise Fallback
                     row.append(other_node.variable)
@@ -97,7 +140,7 @@ def _walk(
             continue
         if depth > limit:
             raise _TooDeep
-        others = [node(other) for other in variables[1:]]
+        others = [_node(other) for other in variables[1:]]
         for other in others:
             if other.kind != kind or len(other.children) != len(children):
                 raise Fallback
@@ -202,7 +245,7 @@ def _deep_enough(handler: Handler) -> Any:
 def is_nested(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.is_nested``."""
     (structure,) = _bind(args, kwargs, ("structure",), {})
-    return making.constant(node(structure).kind != LEAF)
+    return making.constant(_node(structure).kind != LEAF)
 
 
 def flatten(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
@@ -316,7 +359,7 @@ def map_structure_with_path_up_to(
 def unflatten_as(tx: Translator, args: list[Variable], kwargs: dict[str, Variable]) -> Any:
     """``tree.unflatten_as``, from a list or tuple of the structure's leaf count."""
     structure, flat = _bind(args, kwargs, ("structure", "flat_sequence"), {})
-    kind, _, _, items = node(flat)
+    kind, _, _, items = _node(flat)
     if kind not in (LIST, TUPLE):
         raise Fallback
     entries, leaves = _walk([structure])
@@ -377,7 +420,7 @@ def _traverse(
             result = call(path, subtree)
             if not _is_none(result):
                 return replaced(result)
-        kind, first, keys, children = seen.get(id(subtree)) or node(subtree)
+        kind, first, keys, children = seen.get(id(subtree)) or _node(subtree)
         if kind == LEAF:
             return first if top_down else bottom_up(path, first)
         frames.append([kind, first, keys, children, path, []])

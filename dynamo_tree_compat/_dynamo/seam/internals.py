@@ -159,6 +159,22 @@ def kinds() -> types.SimpleNamespace:
                 for cls in (variables.UserDefinedObjectVariable, getattr(misc, "ObjectVariable", 0))
                 if isinstance(cls, type)
             ),
+            # Other values a structure may hold as a leaf: classes, modules, functions.
+            leaf_objects=tuple(
+                cls
+                for cls in (
+                    variables.UserDefinedObjectVariable,
+                    getattr(misc, "ObjectVariable", 0),
+                    getattr(variables, "UserDefinedClassVariable", 0),
+                    getattr(variables, "NNModuleVariable", 0),
+                    getattr(variables, "UnspecializedNNModuleVariable", 0),
+                    functions.BaseUserFunctionVariable,
+                    variables.TorchInGraphFunctionVariable,
+                    variables.BuiltinVariable,
+                    variables.FunctoolsPartialVariable,
+                )
+                if isinstance(cls, type)
+            ),
             new=new,
             new_keyword="mutation_type" if new.__name__ == "ValueMutationNew" else "mutable_local",
             tensor_types=(torch.Tensor, torch.nn.Parameter),
