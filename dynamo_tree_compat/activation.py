@@ -211,9 +211,7 @@ def _register_at_first_frame() -> None:
     if _waiting:
         return
     try:
-        from .outcomes import torch_out_of_range
-
-        if torch_out_of_range(config.any_torch) is None:
+        if config.torch_in_range(config.any_torch):  # else registering warns now
             _dynamo.substitute_in_graph()  # raises where this torch cannot substitute
             _dynamo.before_each_frame(_first_frame, captures_too=True)
             _waiting.append(True)

@@ -2,7 +2,7 @@
 
 Every module that decides something from an outcome reads its :class:`Kind`; the words
 a person reads are rendered from it here alone, by ``str()``. It imports nothing of the
-package, so every module can use it without an import cycle.
+package but :mod:`.config`, so every module can use it without an import cycle.
 
 >>> outcome = Outcome(Kind.LIBRARY_LACKS_IT, "optree", "all_leaves")
 >>> str(outcome), outcome.settled, outcome.registered
@@ -12,9 +12,10 @@ package, so every module can use it without an import cycle.
 from __future__ import annotations
 
 import enum
-import re
-import sys
 from dataclasses import dataclass
+
+from . import config
+from .config import TORCH_RANGE
 
 __all__ = ["TORCH_RANGE", "Kind", "Outcome", "torch_out_of_range"]
 
@@ -124,12 +125,6 @@ class Outcome:
         return _MESSAGES[self.kind].format(library=self.library, name=self.name, detail=self.detail)
 
 
-#: The torch releases (major, minor) that `make matrix-torch` passes; pyproject.toml
-#: declares the same range. Outside it, the package warns once and does nothing: on
-#: older releases Dynamo lacks what some calls need (docs/torch-versions.md).
-TORCH_RANGE = ((2, 5), (2, 15))
-
-
 def torch_out_of_range(any_torch: bool = False) -> Outcome | None:
     """Why the imported torch is not supported, or None (also where ``any_torch``, or
     torch is not imported or has no release number). Cheap: Dynamo waits on nothing.
@@ -137,12 +132,8 @@ def torch_out_of_range(any_torch: bool = False) -> Outcome | None:
     >>> torch_out_of_range(any_torch=True) is None
     True
     """
-    version = str(getattr(sys.modules.get("torch"), "__version__", ""))
-    found = re.match(r"(\d+)\.(\d+)", version)
-    if any_torch or found is None:
-        return None
-    if TORCH_RANGE[0] <= (int(found[1]), int(found[2])) <= TORCH_RANGE[1]:
+    if config.torch_in_range(any_torch):
         return None
     (low_major, low_minor), (high_major, high_minor) = TORCH_RANGE
     supported = f"{low_major}.{low_minor} to {high_major}.{high_minor}"
-    return Outcome(Kind.TORCH_OUT_OF_RANGE, name=version, detail=supported)
+    return Outcome(Kind.TORCH_OUT_OF_RANGE, name=config.torch_release()[0], detail=supported)

@@ -96,7 +96,7 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "route": ("registration", "route"),
     "routing_support": ("registration", "routing_support"),
     "substitute": ("registration", "substitute"),
-    "substitute_in_graph": ("seam.internals", "substitute_in_graph"),
+    "substitute_in_graph": ("seam.frames", "substitute_in_graph"),
     "substitution_support": ("registration", "substitution_support"),
     "torch_polyfills": ("registration", "torch_polyfills"),
     "unroute": ("registration", "unroute"),

@@ -18,7 +18,7 @@ from .common.guards import flag_is_on, guard_flag, spec_text_source
 from .common.reading import dynamo_own_errors, too_deep
 from .optree.spec import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
 from .runtime import step_aside
-from .seam import capabilities, internals, patches
+from .seam import capabilities, frames, internals, patches
 from .seam.types import Builder, Source, Translator, Variable
 
 __all__ = ["hook", "is_hooked", "unhook"]
@@ -155,7 +155,7 @@ def _hook_tensor_check(flag_path: str) -> None:
     frame eagerly (see ``reading.too_deep``), where optree gives its own result or error.
     """
     try:
-        owner, name = internals.tensor_check()
+        owner, name = frames.tensor_check()
     except Exception:  # noqa: BLE001 - Dynamo's frame check is not as expected
         return
     original = internals.hook_point(owner, name)

@@ -14,7 +14,7 @@ from .common.guards import guard_flag
 from .common.reading import dynamo_own_errors
 from .handlers import FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
 from .runtime import LOG, step_aside, traced
-from .seam import internals, patches
+from .seam import frames, internals, patches
 from .seam.types import Builder
 
 __all__ = [
@@ -37,7 +37,7 @@ _PREVIOUS_DISPATCH: dict[int, tuple[Callable[..., Any], Any]] = {}
 def substitution_support() -> str | None:
     """None if this torch can register twins, else the reason why not."""
     try:
-        internals.substitute_in_graph()
+        frames.substitute_in_graph()
     except Exception:  # noqa: BLE001 - missing, or moved: no twin can register
         return SUBSTITUTE_UNAVAILABLE
     return None
@@ -53,7 +53,7 @@ def substitute(
     ValueError if something already handles ``original``.
     """
     # Our gates take (*args, **kwargs); tests compare each twin's signature instead.
-    register = internals.substitute_in_graph()(
+    register = frames.substitute_in_graph()(
         original, can_constant_fold_through=fold, skip_signature_check=True
     )
     return register(twin)

@@ -21,7 +21,7 @@ import torch
 import tree
 
 from dynamo_tree_compat import _dynamo, installer
-from dynamo_tree_compat._dynamo.seam import capabilities, internals, making, patches
+from dynamo_tree_compat._dynamo.seam import capabilities, frames, internals, making, patches
 from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import assert_identical
 
@@ -35,7 +35,7 @@ NOT_READ_WHILE_TRACING = {"lookup_backend", "reset_compiled_code", "counters", "
 # met: every call goes torch's way,
 # torch's own mistakes included.
 ALL_TO_TORCH = {"fn", "read", "call", "set_class"}
-_SEAM_MODULES = {"internals": internals, "making": making, "patches": patches}
+_SEAM_MODULES = {"internals": internals, "frames": frames, "making": making, "patches": patches}
 #: Every function of the seam's reads, constructors and patches, listed from the seam
 #: itself, under the names the package calls them by.
 SEAM = sorted(
@@ -169,6 +169,7 @@ def test_a_broken_seam_function_while_registering_leaves_torch_working(
     finally:
         installer.uninstall()
         monkeypatch.undo()
+        installer.uninstall()  # what the fault kept from being undone, unguarded rows too
         installer.install()
 
 
@@ -236,6 +237,7 @@ def test_a_mappingproxy_variable_without_a_type_gets_one_while_installed(
     finally:
         installer.uninstall()
         monkeypatch.undo()
+        installer.uninstall()  # what the fault kept from being undone, unguarded rows too
         installer.install()
 
 

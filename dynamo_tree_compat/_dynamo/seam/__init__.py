@@ -19,7 +19,13 @@ Do not import a submodule here: autoload loads this package with :mod:`.lock`.
 
 from __future__ import annotations
 
-__all__ = ["DYNAMO_NAMES", "EXCEPTIONS"]
+__all__ = ["DYNAMO_NAMES", "EXCEPTIONS", "Missing"]
+
+
+class Missing(Exception):
+    """What this package reads is not in this torch's Dynamo (:mod:`.internals` raises
+    it, and :mod:`.frames`, which loads without it)."""
+
 
 #: Attributes of Dynamo's objects (variables, translators, builders, sources, output
 #: graphs) that this package reads or overrides: outside the seam, no receiver of any

@@ -16,6 +16,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from . import Missing
 from .types import Codegen, Source, Translator, Variable
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "dict_class",
     "dict_entries",
     "dynamo_errors",
-    "frame_compiler",
     "graph_break",
     "guard_constant",
     "guard_id",
@@ -54,10 +54,6 @@ SLOT_NAMES: tuple[tuple[str, ...], ...] = (
     ("str_impl", "tp_str_impl"),
     ("len_impl", "sq_length", "mp_length", "sq_length_impl", "mp_length_impl"),
 )
-
-
-class Missing(Exception):
-    """What this package reads is not in this torch's Dynamo."""
 
 
 #: Every attribute of Dynamo's objects (variables, translators, builders, sources) that
@@ -473,7 +469,7 @@ def registration_tables() -> tuple[dict[Any, Any], Any, dict[Any, Any], dict[Any
 
 def hook_point(owner: Any, name: str) -> Any:
     """What Dynamo has at a hook point that :func:`builder_wrap`, :func:`sourceless_create`
-    or :func:`tensor_check` named: the function a hook then calls on."""
+    or :func:`.frames.tensor_check` named: the function a hook then calls on."""
     return _get(owner, name)
 
 
@@ -509,26 +505,6 @@ def root_code(tx: Translator) -> Any:
     return tx.output.root_tx.f_code
 
 
-def tensor_check() -> tuple[Any, str]:
-    """(owner, name) of Dynamo's check of a new frame for tensors."""
-    from torch._dynamo import convert_frame
-
-    if not callable(getattr(convert_frame, "has_tensor_in_frame", None)):
-        raise Missing("convert_frame.has_tensor_in_frame")
-    return convert_frame, "has_tensor_in_frame"
-
-
-def frame_compiler() -> tuple[Any, str] | None:
-    """(owner, name) of the function through which both ``torch.compile`` and the graph
-    capture of ``torch.export`` (which skips the tensor check) trace a frame, where this
-    Dynamo has one (torch 2.10 on); None elsewhere."""
-    from torch._dynamo import convert_frame
-
-    if callable(getattr(convert_frame, "compile_frame", None)):
-        return convert_frame, "compile_frame"
-    return None
-
-
 def reset_compiled_code() -> None:
     """Drops compiled graphs so that none traced with a removed twin runs again."""
     import torch._dynamo
@@ -546,16 +522,6 @@ def has_exec_strategies() -> bool:
 def load() -> None:
     """Imports Dynamo (the twins register once it is loaded)."""
     importlib.import_module("torch._dynamo")
-
-
-def substitute_in_graph() -> Callable[..., Any]:
-    """``torch.compiler.substitute_in_graph``; :class:`Missing` before torch 2.5."""
-    import torch.compiler
-
-    found = getattr(torch.compiler, "substitute_in_graph", None)
-    if found is None:
-        raise Missing("torch.compiler.substitute_in_graph")
-    return found
 
 
 def counters() -> Any:
