@@ -50,6 +50,7 @@ __all__ = [
     "answers",
     "has",
     "known_answers",
+    "lacks",
     "settled",
     "trial",
 ]
@@ -478,6 +479,18 @@ def has(name: str) -> bool:
         if answer is not None:
             _ANSWERS[name] = answer
     return _ANSWERS.get(name, SAFE[name])
+
+
+def lacks(name: str) -> bool:
+    """Whether a workaround for ``name`` applies now: this Dynamo cannot do it (see
+    :func:`has`), and no trial is compiling, which must meet Dynamo as it is.
+
+    >>> lacks("no such thing")
+    Traceback (most recent call last):
+    ...
+    ValueError: no Dynamo capability named 'no such thing'
+    """
+    return not TRIALS and not has(name)
 
 
 def settled(ask: bool = False) -> bool:

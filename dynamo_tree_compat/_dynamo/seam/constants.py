@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import capabilities, internals
+from .patches import put_own
 from .types import Translator
 
 __all__ = ["NOT_ITERABLE", "break_on_iterating_a_number"]
@@ -54,16 +55,9 @@ def break_on_iterating_a_number(mode_on: Callable[[], bool]) -> Callable[[], Non
             name == "__iter__"
             and not _iterable(getattr(self, "value", None))
             and mode_on()
-            and not capabilities.TRIALS
-            and not capabilities.has("iter_of_a_number_raises")
+            and capabilities.lacks("iter_of_a_number_raises")
         ):
             internals.graph_break("iter() of a number", repr(self.value), NOT_ITERABLE, "")
         return original(self, tx, name, args, kwargs)
 
-    variable_class.call_method = call_method
-
-    def undo() -> None:
-        if variable_class.__dict__.get("call_method") is call_method:
-            variable_class.call_method = original
-
-    return undo
+    return put_own(variable_class, "call_method", call_method)

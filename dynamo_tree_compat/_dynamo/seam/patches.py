@@ -26,6 +26,7 @@ __all__ = [
     "give_mapping_proxies_a_type",
     "graph_break_function",
     "log_every_graph_break",
+    "put_own",
     "replace",
     "set_class",
     "set_deque_maxlen",
@@ -95,16 +96,30 @@ def give_mapping_proxies_a_type() -> Callable[[], None] | None:
     def python_type(self: Any) -> type:
         return types.MappingProxyType
 
-    previous = proxies.__dict__.get("python_type")
-    proxies.python_type = python_type
+    return put_own(proxies, "python_type", python_type)
+
+
+def put_own(owner: type, name: str, new: Any) -> Callable[[], None]:
+    """Makes ``new`` the class ``owner``'s own attribute ``name``; returns how to undo
+    that, which puts back what the class itself held (or nothing), unless something has
+    replaced ``new`` since.
+
+    >>> class Owner:
+    ...     pass
+    >>> undo = put_own(Owner, "answer", 42)
+    >>> Owner.answer, undo(), hasattr(Owner, "answer")
+    (42, None, False)
+    """
+    previous = owner.__dict__.get(name)
+    setattr(owner, name, new)
 
     def undo() -> None:
-        if proxies.__dict__.get("python_type") is not python_type:
+        if owner.__dict__.get(name) is not new:
             return  # replaced since: not ours to take back
         if previous is None:
-            del proxies.python_type
+            delattr(owner, name)
         else:
-            proxies.python_type = previous
+            setattr(owner, name, previous)
 
     return undo
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import capabilities, internals
-from .patches import set_class
+from .patches import put_own, set_class
 from .types import Translator, Variable
 
 __all__ = ["CHANGING", "KEPT_WHOLE", "keep_set_subclasses_whole"]
@@ -86,10 +86,6 @@ _HINT = "torch 2.15 keeps a set subclass whole: there this call stays in the gra
 _ON: list[Callable[[], bool]] = [lambda: False]
 
 
-def _needed() -> bool:
-    return not capabilities.TRIALS and not capabilities.has("set_subclass_keeps_contents")
-
-
 def keep_set_subclasses_whole(mode_on: Callable[[], bool]) -> Callable[[], None] | None:
     """Makes each call that would change what a set subclass holds in the graph end the
     graph, while ``mode_on()`` and this Dynamo needs it (asked at each new set variable,
@@ -106,15 +102,14 @@ def keep_set_subclasses_whole(mode_on: Callable[[], bool]) -> Callable[[], None]
     def __init__(self: Variable, value: Any, *args: Any, **kwargs: Any) -> None:
         original(self, value, *args, **kwargs)
         inner = getattr(self, "_base_vt", None)
-        if isinstance(value, set) and inner is not None and mode_on() and _needed():
-            if type(inner) not in _MADE:
-                set_class(inner, _breaking(type(inner)))
+        if (
+            isinstance(value, set)
+            and inner is not None
+            and mode_on()
+            and capabilities.lacks("set_subclass_keeps_contents")
+            and type(inner) not in _MADE
+        ):
+            set_class(inner, _breaking(type(inner)))
 
     _ON[0] = mode_on
-    variable_class.__init__ = __init__
-
-    def undo() -> None:
-        if variable_class.__dict__.get("__init__") is __init__:
-            variable_class.__init__ = original
-
-    return undo
+    return put_own(variable_class, "__init__", __init__)
