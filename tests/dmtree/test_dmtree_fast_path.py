@@ -188,6 +188,7 @@ class Pair(collections.abc.Sequence):
         return len(self.items)
 
 
+
 @attrs.define
 class Fields:
     a: Any
@@ -206,6 +207,9 @@ FALLBACKS: dict[str, Callable[[torch.Tensor], Any]] = {
 }
 #: Cases that need a Dynamo feature some supported torch lacks.
 FALLBACK_NEEDS = {
+    # The twin rebuilds them by calling their class: type(made)(...).
+    "attrs instance": "class of an object made in the graph",
+    "user sequence": "class of an object made in the graph",
     "defaultdict": "defaultdict leaves the graph",
     "tensor subclass leaf": "Tensor.as_subclass",
 }
