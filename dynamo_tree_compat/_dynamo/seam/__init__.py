@@ -5,6 +5,8 @@
   :mod:`.variables`: the variable classes built on Dynamo's; :mod:`.patches`: every
   change made to Dynamo; :mod:`.capabilities`: what this Dynamo can do, asked by trying
   it; :mod:`.lock`: the compile lock and the log name, light, for autoload;
+  :mod:`.frames`: the hook on Dynamo's first frame, light, for the post-import hook;
+  :mod:`.sets`, :mod:`.constants`: workarounds for Dynamo's own bugs;
   :mod:`.log_format`: Dynamo's graph-break log.
 
 The rule, held by ``tests/internals/test_seam.py`` over every module outside this folder:
