@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -146,6 +147,18 @@ def test_the_leaf_rule_trusts_only_plain_classes() -> None:
     assert tree.is_nested(Posing()) and not tree.is_nested(UserLeaf(1))  # as dm-tree asks
 
 
+def test_an_object_taken_as_a_leaf_is_guarded_on_its_type() -> None:
+    """A graph that took an object as a leaf is not reused for a sequence in its place."""
+    holder = types.SimpleNamespace(value=UserLeaf(1))
+    x = torch.ones(2)
+    flatten = torch.compile(lambda s: tree.flatten(s), backend="eager")
+    read = torch.compile(lambda: tree.flatten([x, holder.value]), backend="eager")
+    for value in (UserLeaf(x), Pair(x, x)):
+        holder.value = value
+        assert_identical(tree.flatten([x, value]), flatten([x, value]))
+        assert_identical(tree.flatten([x, value]), read())
+
+
 def test_map_structure_calls_func_in_sorted_key_order_and_keeps_insertion_order() -> None:
     def body(x: torch.Tensor, seen: list[Any]) -> Any:
         def record(path: Any, value: torch.Tensor) -> torch.Tensor:
@@ -186,7 +199,6 @@ class Pair(collections.abc.Sequence):
 
     def __len__(self) -> int:
         return len(self.items)
-
 
 
 @attrs.define
