@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import enum
-import functools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -104,17 +103,16 @@ class Module(torch.nn.Module):
 
 def _object_leaves(x: torch.Tensor) -> dict[Any, Any]:
     """A structure of objects dm-tree takes as leaves, as RLlib's hold them: classes (of
-    an ABC too), user objects, modules, functions, builtins, partials."""
+    an ABC too), user objects, modules, functions, builtins."""
     return {
         "class": [UserLeaf, torch.distributions.Normal, collections.abc.Sequence],
         "objects": (UserLeaf(x), torch.distributions.Normal(x, 1.0, validate_args=False)),
-        "callables": [leaf_function, torch.tanh, len, PARTIAL],
+        "callables": [leaf_function, torch.tanh, len],
         "module": {"m": MODULE},
     }
 
 
 MODULE = Module()
-PARTIAL = functools.partial(torch.add, alpha=2)
 
 
 @pytest.mark.parametrize("inside", [True, False], ids=["built inside", "passed in"])
@@ -139,12 +137,33 @@ class Posing:
         return list
 
 
+class Lazy:
+    """A lazy proxy: its ``__getattribute__`` answers for what it wraps, ``__class__``
+    too, so dm-tree reads a wrapped list into."""
+
+    def __init__(self, wrapped: Any) -> None:
+        object.__setattr__(self, "_wrapped", wrapped)
+
+    def __getattribute__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_wrapped"), name)
+
+    def __iter__(self) -> Any:
+        return iter(object.__getattribute__(self, "_wrapped"))
+
+    def __len__(self) -> int:
+        return len(object.__getattribute__(self, "_wrapped"))
+
+    def __getitem__(self, index: Any) -> Any:
+        return object.__getattribute__(self, "_wrapped")[index]
+
+
 def test_the_leaf_rule_trusts_only_plain_classes() -> None:
-    plain = (UserLeaf, Module, type, type(collections.abc.Sequence), functools.partial)
+    plain = (UserLeaf, Module, type, type(collections.abc.Sequence), type(len))
     assert all(dmtree_fast.is_leaf_type(kind) for kind in plain)
-    nested = (Pair, Fields, Posing, set, collections.UserDict, type({}.keys()), wrapt.ObjectProxy)
-    assert not any(dmtree_fast.is_leaf_type(kind) for kind in nested)
-    assert tree.is_nested(Posing()) and not tree.is_nested(UserLeaf(1))  # as dm-tree asks
+    nested = (Pair, Fields, Posing, Lazy, set, collections.UserDict, wrapt.ObjectProxy)
+    assert not any(dmtree_fast.is_leaf_type(kind) for kind in (*nested, type({}.keys())))
+    assert tree.is_nested(Posing()) and tree.is_nested(Lazy([1, 2]))  # as dm-tree asks
+    assert not tree.is_nested(UserLeaf(1))
 
 
 def test_an_object_taken_as_a_leaf_is_guarded_on_its_type() -> None:

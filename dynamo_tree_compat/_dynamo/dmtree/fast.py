@@ -59,6 +59,15 @@ class _TooDeep(Exception):
 
 #: Types dm-tree reads into, or warns about: an object of any of them is no plain leaf.
 _NOT_PLAIN = (abc.Mapping, abc.MappingView, abc.Sequence, set, ObjectProxy)
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+
+
+def _may_fake_its_class(cls: type) -> bool:
+    """Whether ``cls`` itself may answer ``__class__`` with another class: it defines
+    ``__class__``, or, made by a class statement, ``__getattribute__`` (as lazy proxies
+    do; the built-in types that define one do not lie)."""
+    own = vars(cls)
+    return "__class__" in own or ("__getattribute__" in own and bool(cls.__flags__ & _HEAP_TYPE))
 
 
 def is_leaf_type(kind: type) -> bool:
@@ -75,7 +84,7 @@ def is_leaf_type(kind: type) -> bool:
     return (
         isinstance(kind, type)
         and not issubclass(kind, _NOT_PLAIN)
-        and not any("__class__" in vars(cls) for cls in kind.__mro__[:-1])
+        and not any(_may_fake_its_class(cls) for cls in kind.__mro__[:-1])
         and not hasattr(kind, "__attrs_attrs__")
     )
 

@@ -15,8 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from . import capabilities, internals
-from .patches import put_own
+from . import capabilities, internals, patches
 from .types import Translator
 
 __all__ = ["NOT_ITERABLE", "break_on_iterating_a_number"]
@@ -60,4 +59,4 @@ def break_on_iterating_a_number(mode_on: Callable[[], bool]) -> Callable[[], Non
             internals.graph_break("iter() of a number", repr(self.value), NOT_ITERABLE, "")
         return original(self, tx, name, args, kwargs)
 
-    return put_own(variable_class, "call_method", call_method)
+    return patches.put_own(variable_class, "call_method", call_method)

@@ -155,7 +155,8 @@ def kinds() -> types.SimpleNamespace:
                 for cls in (variables.UserDefinedObjectVariable, getattr(misc, "ObjectVariable", 0))
                 if isinstance(cls, type)
             ),
-            # Other values a structure may hold as a leaf: classes, modules, functions.
+            # Other values a structure may hold as a leaf: classes, modules, functions (not a
+            # partial: its variable names functools.partial for a subclass too).
             leaf_objects=tuple(
                 cls
                 for cls in (
@@ -167,7 +168,6 @@ def kinds() -> types.SimpleNamespace:
                     functions.BaseUserFunctionVariable,
                     variables.TorchInGraphFunctionVariable,
                     variables.BuiltinVariable,
-                    variables.FunctoolsPartialVariable,
                 )
                 if isinstance(cls, type)
             ),

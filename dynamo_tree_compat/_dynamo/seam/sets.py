@@ -15,8 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from . import capabilities, internals
-from .patches import put_own, set_class
+from . import capabilities, internals, patches
 from .types import Translator, Variable
 
 __all__ = ["CHANGING", "KEPT_WHOLE", "keep_set_subclasses_whole"]
@@ -109,7 +108,7 @@ def keep_set_subclasses_whole(mode_on: Callable[[], bool]) -> Callable[[], None]
             and capabilities.lacks("set_subclass_keeps_contents")
             and type(inner) not in _MADE
         ):
-            set_class(inner, _breaking(type(inner)))
+            patches.set_class(inner, _breaking(type(inner)))
 
     _ON[0] = mode_on
-    return put_own(variable_class, "__init__", __init__)
+    return patches.put_own(variable_class, "__init__", __init__)
