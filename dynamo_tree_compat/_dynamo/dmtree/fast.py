@@ -74,7 +74,7 @@ def is_leaf_type(kind: type) -> bool:
     """Whether dm-tree takes an object of type ``kind``, whose ``__class__`` is ``kind``,
     as a leaf without a word: not a mapping, view, sequence, set, attrs class or proxy,
     and with the ``__class__`` every object has (else ``isinstance`` may answer for
-    another class).
+    another class; see :func:`_may_fake_its_class`).
 
     >>> is_leaf_type(type), is_leaf_type(object), is_leaf_type(type(abc.Sequence))
     (True, True, True)
