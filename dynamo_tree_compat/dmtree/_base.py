@@ -21,6 +21,7 @@ __all__ = [
     "Path",
     "Structure",
     "StructureKV",
+    "made_by_a_class_statement",
 ]
 
 try:
@@ -132,6 +133,20 @@ _PARAMETER: type = _NoSuchType
 
 _STRINGS = (str, bytes, bytearray)
 _HEAP_TYPE_FLAG = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+_IMMUTABLE_TYPE_FLAG = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def made_by_a_class_statement(cls: type) -> bool:
+    """Whether ``cls`` was made by a class statement (a mutable heap type), not in C
+    (a static type, or an immutable heap type made from a spec).
+
+    >>> class Mine:
+    ...     pass
+    >>> made_by_a_class_statement(Mine), made_by_a_class_statement(dict)
+    (True, False)
+    """
+    flags = cls.__flags__
+    return bool(flags & _HEAP_TYPE_FLAG and not flags & _IMMUTABLE_TYPE_FLAG)
 
 
 class _DotString:

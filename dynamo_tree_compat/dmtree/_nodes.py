@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._base import (
-    _HEAP_TYPE_FLAG,
     _LEAF_BUILTINS,
     _LEAVE,
     _NESTED_BUILTINS,
@@ -26,6 +25,7 @@ from ._base import (
     _depth_limit,
     _Marker,
     _values,
+    made_by_a_class_statement,
 )
 
 __all__ = [
@@ -261,9 +261,6 @@ def _children(node: Any) -> list[Any]:
     return list(iterator)
 
 
-_IMMUTABLE_TYPE_FLAG = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
-
-
 def _class_name(cls: type) -> str:
     """The C-level ``tp_name`` of a class: ``collections.OrderedDict``, ``list``, ``Foo``.
 
@@ -271,10 +268,7 @@ def _class_name(cls: type) -> str:
     made from a spec is an immutable heap type with its full name (``collections.deque``
     on Python 3.12 and later).
     """
-    flags = cls.__flags__
-    if (flags & _HEAP_TYPE_FLAG and not flags & _IMMUTABLE_TYPE_FLAG) or (
-        cls.__module__ == "builtins"
-    ):
+    if made_by_a_class_statement(cls) or cls.__module__ == "builtins":
         return cls.__name__
     return f"{cls.__module__}.{cls.__name__}"
 

@@ -16,7 +16,7 @@ from collections import abc
 from typing import Any, NamedTuple
 
 from ... import dmtree
-from ...dmtree._base import ObjectProxy
+from ...dmtree._base import ObjectProxy, made_by_a_class_statement
 from ..common.reading import (
     DICT,
     LEAF,
@@ -59,15 +59,14 @@ class _TooDeep(Exception):
 
 #: Types dm-tree reads into, or warns about: an object of any of them is no plain leaf.
 _NOT_PLAIN = (abc.Mapping, abc.MappingView, abc.Sequence, set, ObjectProxy)
-_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 def _may_fake_its_class(cls: type) -> bool:
     """Whether ``cls`` itself may answer ``__class__`` with another class: it defines
     ``__class__``, or, made by a class statement, ``__getattribute__`` (as lazy proxies
-    do; the built-in types that define one do not lie)."""
+    do; the types made in C that define one do not lie)."""
     own = vars(cls)
-    return "__class__" in own or ("__getattribute__" in own and bool(cls.__flags__ & _HEAP_TYPE))
+    return "__class__" in own or ("__getattribute__" in own and made_by_a_class_statement(cls))
 
 
 def is_leaf_type(kind: type) -> bool:
