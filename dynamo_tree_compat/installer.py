@@ -182,18 +182,24 @@ def install(wait: bool = True) -> dict[str, Outcome]:
 _patched: list[bool] = []
 
 
+def _for_a_tree() -> bool:
+    """Whether a workaround applies now: the mode is on, and a tree function reads what
+    Dynamo handles (see ``_dynamo.for_a_tree``)."""
+    return config.twins_enabled and _dynamo.for_a_tree()
+
+
 def _patch_dynamo() -> None:
     """Gives mappingproxy variables a type, keeps set subclasses whole, and makes
     ``iter()`` of a number end the graph, where this Dynamo needs it. Never raises: what
     cannot be patched is left as it is."""
     patches: dict[str, Callable[[], Callable[[], None] | None]] = {
-        "give mappingproxy variables a type": _dynamo.give_mapping_proxies_a_type,
+        "give mappingproxy variables a type": lambda: _dynamo.give_mapping_proxies_a_type(
+            _for_a_tree
+        ),
         "keep set subclasses whole": lambda: _dynamo.keep_set_subclasses_whole(
             lambda: config.twins_enabled
         ),
-        "break on iter() of a number": lambda: _dynamo.break_on_iterating_a_number(
-            lambda: config.twins_enabled
-        ),
+        "break on iter() of a number": lambda: _dynamo.break_on_iterating_a_number(_for_a_tree),
     }
     for what, patch in patches.items():
         try:

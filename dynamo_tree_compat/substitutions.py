@@ -146,10 +146,11 @@ OPTREE: tuple[Substitution, ...] = (
             "register_pytree_node.get",
         )
     ),
-    # torch's polyfills of these give a tuple where optree gives DictMetaData.
+    # torch's polyfills of these give a tuple where optree gives DictMetaData; Dynamo
+    # reads a deque that comes in without its maxlen.
     *(
         Substitution("optree", "optree.registry", name, None)
-        for name in ("_dict_flatten", "_dict_unflatten", "_none_unflatten")
+        for name in ("_dict_flatten", "_dict_unflatten", "_none_unflatten", "_deque_flatten")
     ),
     Substitution("optree", "optree", "tree_iter", optree_twins.tree_iter),
     # Dynamo 2.5 cannot call deque(..., maxlen=0), which optree's in-place maps do.
@@ -212,10 +213,11 @@ def _is_optree(module: Any) -> bool:
 
 
 #: torch's own pytree where Dynamo inlines it leaf by leaf: the maps before Dynamo's own
-#: fast path for each (torch 2.10; 2.12 for the path map) and where that fast path
-#: returns a defaultdict as a plain dict (2.15), the other calls on every release (that
-#: fast path maps only).
-_RIGHT_FAST_PATH = "tree_map_fast_path_keeps_defaultdict"
+#: fast path for each (torch 2.10; 2.12 for the path map) and where that fast path gives
+#: a wrong answer (a defaultdict returned as a plain dict, 2.15; a graph reused for keys
+#: in another order, 2.13 and 2.15), the other calls on every release (that fast path
+#: maps only).
+_RIGHT_FAST_PATH = ("tree_map_fast_path_keeps_defaultdict", "tree_map_fast_path_guards_key_order")
 TORCH_PYTREE: tuple[Substitution, ...] = (
     Substitution("torch pytree", "torch.utils._pytree", "tree_map", None, _RIGHT_FAST_PATH),
     Substitution(
@@ -223,14 +225,14 @@ TORCH_PYTREE: tuple[Substitution, ...] = (
         "torch.utils._pytree",
         "tree_map_with_path",
         None,
-        ("tree_map_with_path_fast_path", _RIGHT_FAST_PATH),
+        ("tree_map_with_path_fast_path", *_RIGHT_FAST_PATH),
     ),
     Substitution(
         "torch pytree",
         "torch.utils._pytree",
         "tree_map_only",
         None,
-        ("tree_map_only_fast_path", _RIGHT_FAST_PATH),
+        ("tree_map_only_fast_path", *_RIGHT_FAST_PATH),
     ),
     *(
         Substitution("torch pytree", "torch.utils._pytree", name, None)
@@ -241,6 +243,8 @@ TORCH_PYTREE: tuple[Substitution, ...] = (
             "tree_unflatten",
             "tree_flatten_with_path",
             "tree_leaves_with_path",
+            # Dynamo reads a deque that comes in without its maxlen.
+            "_deque_flatten",
         )
     ),
 )

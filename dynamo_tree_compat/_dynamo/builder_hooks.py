@@ -1,25 +1,26 @@
 """Hooks on how Dynamo turns a Python value into a variable, and on its frame check.
 
 While the mode is on, Dynamo reads a real ``optree.PyTreeSpec`` that comes in (an
-argument, a global) as this package's spec variable, an ``operator.methodcaller`` as a
-callable, a deque with its ``maxlen``, an object that lies about its class as the object
-it is; a structure too deep for Dynamo's own recursion runs its frame eagerly.
+argument, a global) as this package's spec variable; where a tree function reads it
+(``common.scope``), an ``operator.methodcaller`` as a callable and an object that lies
+about its class as the object it is; a structure too deep for Dynamo's own recursion
+runs its frame eagerly.
 Each hook steps aside to Dynamo's own code on an unexpected error of its own.
 """
 
 from __future__ import annotations
 
-import collections
 import operator
 import sys
 from typing import Any
 
 from .common.guards import flag_is_on, guard_flag, spec_text_source
 from .common.reading import dynamo_own_errors, too_deep
+from .common.scope import for_a_tree
 from .optree.spec import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
 from .runtime import step_aside
 from .seam import capabilities, frames, internals, patches
-from .seam.types import Builder, Source, Translator, Variable
+from .seam.types import Builder, Translator
 
 __all__ = ["hook", "is_hooked", "unhook"]
 
@@ -40,7 +41,7 @@ def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
     # installed, and a process that never used it should not pay for it).
     spec_type = getattr(sys.modules.get("optree"), "PyTreeSpec", None)
     source, tx = internals.read(builder, "source"), internals.read(builder, "tx")
-    if type(value) is operator.methodcaller and flag_is_on(flag_path):
+    if type(value) is operator.methodcaller and flag_is_on(flag_path) and for_a_tree(tx):
         # optree's flatten function for @register_pytree_node_class classes.
         internals.guard_id(source)
         guard_flag(tx, flag_path)
@@ -55,35 +56,12 @@ def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
                 internals.guard_id(source)
             return spec_variable_class()(value, source=source)
         return None
-    if _lies_about_its_class(value) and flag_is_on(flag_path):
+    if _lies_about_its_class(value) and flag_is_on(flag_path) and for_a_tree(tx):
         # Dynamo takes it for the container it claims to be, and fails on it.
         internals.guard_type(source)
         guard_flag(tx, flag_path)
         return internals.kinds().UserObject(value, source=source)
-    if type(value) is collections.deque and flag_is_on(flag_path) and source is not None:
-        return _with_maxlen(tx, wrap(builder, value), source, value.maxlen, flag_path)
     return None
-
-
-def _with_maxlen(
-    tx: Translator, variable: Variable, source: Source, maxlen: int | None, flag_path: str
-) -> Any:
-    """Dynamo builds a deque that comes in without its maxlen: ``deque.maxlen`` then reads
-    None, in optree's own deque flatten function too, and (before 2.12) without a guard
-    on it. This puts it back, guarded. On an error of ours, the variable stays as Dynamo
-    built it (it must not be built twice).
-    """
-    try:
-        if internals.deque_lost_maxlen(variable):
-            internals.guard_constant(internals.sources().Attr(source, "maxlen"))
-            guard_flag(tx, flag_path)
-            if maxlen is not None:
-                patches.set_deque_maxlen(variable, maxlen)
-    except dynamo_own_errors():
-        raise
-    except Exception as error:  # noqa: BLE001 - Dynamo's deque, without its maxlen
-        step_aside("the deque maxlen hook", error)
-    return variable
 
 
 def hook(flag_path: str) -> bool:

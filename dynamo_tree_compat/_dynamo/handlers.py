@@ -6,6 +6,8 @@ Two kinds of handler, by the original's import path:
   :class:`~.reading.Fallback` on anything else, and ``config.fast_path`` turns them off.
 - :data:`OPTREE_C_LAYER`: optree's C functions, which Dynamo cannot trace; these are
   the only path, always on while the mode is.
+- :data:`CORRECTIONS`: a library's own functions where Dynamo would read a wrong value
+  (a deque's maxlen that comes in); always on while the mode is.
 
 Every handler runs behind :func:`_run`: Dynamo's own exceptions (the user's error, a
 graph break) pass; any other exception is this package's fault, and the call steps aside
@@ -19,6 +21,7 @@ from typing import Any
 
 from .. import config
 from . import probes
+from .common import deques
 from .common.guards import flag_is_on
 from .common.reading import (
     Cycle,
@@ -32,11 +35,11 @@ from .dmtree import fast as dmtree_fast
 from .optree import c_layer as optree_c
 from .optree import fast as optree_fast
 from .pytree import fast as pytree_fast
-from .runtime import Event, count, step_aside
+from .runtime import HANDLING, Event, count, step_aside
 from .seam import internals, variables
 from .seam.types import Handler, Translator, Variable
 
-__all__ = ["FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
+__all__ = ["CORRECTIONS", "FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
 
 #: Each library's fast paths: (library, the probe hook that turns them off, handlers).
 _FAST_PATH_TABLES: tuple[tuple[str, str, dict[str, Handler]], ...] = (
@@ -50,6 +53,8 @@ FAST_PATHS: dict[str, Handler] = {
 }
 #: optree's C functions at Dynamo's variable level, by import path.
 OPTREE_C_LAYER: dict[str, Handler] = dict(optree_c.HANDLERS)
+#: Where Dynamo would read a wrong value in a library's own code, by import path.
+CORRECTIONS: dict[str, Handler] = dict(deques.HANDLERS)
 #: Each handled original's library and probe hook, from the tables it is in.
 _LIBRARY: dict[str, tuple[str, str]] = {
     **{name: ("optree", probes.OPTREE_C_LAYER) for name in OPTREE_C_LAYER},
@@ -62,6 +67,8 @@ HANDLED: dict[int, tuple[Callable[..., Any], str, str, Any, Any]] = {}
 
 
 def _handler(name: str) -> Handler | None:
+    if name in CORRECTIONS:
+        return CORRECTIONS[name]
     if name in OPTREE_C_LAYER:
         return OPTREE_C_LAYER[name] if probes.is_on(probes.OPTREE_C_LAYER) else None
     handler = FAST_PATHS.get(name)
@@ -72,6 +79,7 @@ def _handler(name: str) -> Handler | None:
 
 def _run(handler: Handler, name: str, tx: Translator, args: Any, kwargs: Any) -> Any:
     """The handler's variable, or None where the call goes the other way."""
+    HANDLING[0] += 1
     try:
         result = handler(tx, list(args), dict(kwargs))
     except Cycle:  # run eagerly, the call raises optree's own error
@@ -84,7 +92,7 @@ def _run(handler: Handler, name: str, tx: Translator, args: Any, kwargs: Any) ->
     except RecursionError as error:  # Dynamo's own reading of a deep structure (torch
         # 2.8: from about 190 levels in) recurses past Python's limit: as past our limit
         try:
-            library = _LIBRARY[name][0]
+            library = _LIBRARY.get(name, ("optree",))[0]
             return too_deep(tx, name, "this Dynamo reads in Python's recursion limit", library)
         except dynamo_own_errors():
             raise
@@ -102,6 +110,8 @@ def _run(handler: Handler, name: str, tx: Translator, args: Any, kwargs: Any) ->
         else:
             step_aside(name, error)
         return None
+    finally:
+        HANDLING[0] -= 1
     count(Event.TAKEN, name)
     return result
 

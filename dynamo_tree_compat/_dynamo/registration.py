@@ -12,7 +12,7 @@ from typing import Any
 
 from .common.guards import guard_flag
 from .common.reading import dynamo_own_errors
-from .handlers import FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
+from .handlers import CORRECTIONS, FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
 from .runtime import LOG, step_aside, traced
 from .seam import frames, internals, patches
 from .seam.types import Builder
@@ -61,7 +61,7 @@ def substitute(
 
 def has_handler(name: str) -> bool:
     """Whether this package has a handler (fast path or C layer) for ``name``."""
-    return name in FAST_PATHS or name in OPTREE_C_LAYER
+    return name in FAST_PATHS or name in OPTREE_C_LAYER or name in CORRECTIONS
 
 
 def route(

@@ -13,6 +13,7 @@ import sys
 from typing import NamedTuple
 
 __all__ = [
+    "HANDLING",
     "HOOKS_OFF",
     "LOG",
     "LOG_NAME",
@@ -82,6 +83,10 @@ def counted(event: Event) -> collections.Counter[str]:
         {found.what: number for found, number in STATS.items() if found.event is event}
     )
 
+
+#: How many of this package's handlers are running now (one compile at a time: Dynamo's
+#: compile lock): while one is, what Dynamo builds is read for a tree function.
+HANDLING: list[int] = [0]
 
 #: Private hooks turned off for this process: hook name -> why.
 HOOKS_OFF: dict[str, str] = {}

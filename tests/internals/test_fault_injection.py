@@ -21,7 +21,15 @@ import torch
 import tree
 
 from dynamo_tree_compat import _dynamo, installer
-from dynamo_tree_compat._dynamo.seam import capabilities, frames, internals, making, patches
+from dynamo_tree_compat._dynamo.seam import (
+    capabilities,
+    frames,
+    internals,
+    making,
+    patches,
+    reads,
+    sets,
+)
 from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import assert_identical
 
@@ -35,7 +43,14 @@ NOT_READ_WHILE_TRACING = {"lookup_backend", "reset_compiled_code", "counters", "
 # met: every call goes torch's way,
 # torch's own mistakes included.
 ALL_TO_TORCH = {"fn", "read", "call", "set_class"}
-_SEAM_MODULES = {"internals": internals, "frames": frames, "making": making, "patches": patches}
+_SEAM_MODULES = {
+    "internals": internals,
+    "reads": reads,
+    "frames": frames,
+    "making": making,
+    "patches": patches,
+    "sets": sets,
+}
 #: Every function of the seam's reads, constructors and patches, listed from the seam
 #: itself, under the names the package calls them by.
 SEAM = sorted(
@@ -176,7 +191,7 @@ def test_a_broken_seam_function_while_registering_leaves_torch_working(
 def test_stepping_aside_is_counted_in_status(fresh: None, monkeypatch: pytest.MonkeyPatch) -> None:
     import dynamo_tree_compat
 
-    monkeypatch.setattr(internals, "dict_entries", _broken("dict_entries"))
+    monkeypatch.setattr(reads, "dict_entries", _broken("dict_entries"))
     x = torch.ones(1)
     result = torch.compile(lambda x: tree.flatten({"b": x, "a": x}), backend="eager")(x)
     assert_identical(tree.flatten({"b": x, "a": x}), result)
@@ -193,7 +208,7 @@ def test_a_recursion_error_while_reading_runs_the_frame_eagerly(
     """Where Dynamo's own reading of a structure overflows the stack (torch 2.8, from about
     190 levels), the call is past the depth limit: the frame runs eagerly, and with
     fullgraph the graph break names it."""
-    monkeypatch.setattr(internals, "dict_entries", _recursing)
+    monkeypatch.setattr(reads, "dict_entries", _recursing)
     x = torch.ones(1)
 
     def body(x: torch.Tensor) -> Any:
@@ -206,18 +221,22 @@ def test_a_recursion_error_while_reading_runs_the_frame_eagerly(
     assert _dynamo.counted(_dynamo.Event.SKIP_FRAME)["tree.flatten"] >= 1
 
 
+def _flatten_a_proxy(x: torch.Tensor) -> Any:
+    return tree.flatten(types.MappingProxyType({"b": x, "a": [x + 1]}))
+
+
 def _type_of_a_proxy(x: torch.Tensor) -> Any:
-    proxy = types.MappingProxyType({"b": x, "a": [x + 1]})
-    return type(proxy) is types.MappingProxyType, tree.flatten(proxy)
+    return type(types.MappingProxyType({"a": x}))
 
 
 @needs_dynamo("mappingproxy made in the graph")  # else Dynamo has no such variable
-def test_a_mappingproxy_variable_without_a_type_gets_one_while_installed(
+def test_a_mappingproxy_variable_without_a_type_gets_one_where_a_tree_reads_it(
     fresh: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Dynamo 2.7's mappingproxy variable has no type: ``type()`` of one ends tracing with
-    a UserError, in the twins too. Installing gives it the type later Dynamos give, and
-    uninstalling takes it back."""
+    a UserError, in the twins too. While installed, a tree function that asks gets the
+    type later Dynamos give; the user's own ``type()`` is Dynamo's, as without the
+    package; uninstalling takes it back."""
     from torch._dynamo.variables.base import VariableTracker
     from torch._dynamo.variables.dicts import MappingProxyVariable
 
@@ -226,14 +245,12 @@ def test_a_mappingproxy_variable_without_a_type_gets_one_while_installed(
     monkeypatch.setattr(MappingProxyVariable, "python_type", VariableTracker.python_type)
     try:
         installer.install()
-        compiled = torch.compile(_type_of_a_proxy, backend="eager", fullgraph=True)
-        assert_identical(_type_of_a_proxy(x), compiled(x))
-        installer.uninstall()
-        torch._dynamo.reset()
+        compiled = torch.compile(_flatten_a_proxy, backend="eager", fullgraph=True)
+        assert_identical(_flatten_a_proxy(x), compiled(x))
         with pytest.raises(torch._dynamo.exc.UserError, match="has no type"):
-            torch.compile(
-                lambda x: type(types.MappingProxyType({"a": x})), backend="eager", fullgraph=True
-            )(x)
+            torch.compile(_type_of_a_proxy, backend="eager", fullgraph=True)(x)
+        installer.uninstall()
+        assert MappingProxyVariable.python_type is VariableTracker.python_type
     finally:
         installer.uninstall()
         monkeypatch.undo()

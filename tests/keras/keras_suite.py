@@ -11,9 +11,6 @@ stand-in whose public functions run under ``torch.compile(fullgraph=True)``:
   that differs is counted in ``differs`` and fails the test;
 - a call whose traced code raises the user's error (Dynamo's "Observed exception") is run
   compiled without fullgraph, so the suite sees the error eager code would raise;
-- a call whose graph the package ends on purpose (one that fills a set subclass, which
-  Dynamo 2.13 would rebuild empty: ``_dynamo/seam/sets.py``) runs compiled without
-  fullgraph and is counted in ``eager_by_design``;
 - a call Dynamo cannot trace where eager code raises (Dynamo does not model calling a
   string, say) runs compiled without fullgraph, so the suite sees eager's error; counted
   in ``errors_via_break`` (asked only where no argument is callable: running a visitor
@@ -56,7 +53,7 @@ PUBLIC = (
     "lists_to_tuples",
     "map_shape_structure",
 )
-COUNTS = {"calls": 0, "differs": 0, "breaks": 0, "eager_by_design": 0, "errors_via_break": 0}
+COUNTS = {"calls": 0, "differs": 0, "breaks": 0, "errors_via_break": 0}
 #: What broke, and what differed, as "layer.function: what".
 BREAKS: list[str] = []
 DIFFERS: list[str] = []
@@ -101,8 +98,6 @@ def _raises(function: Callable[..., Any], args: Any, kwargs: Any) -> bool:
 def _compiled(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     import torch
 
-    from dynamo_tree_compat._dynamo.seam.sets import KEPT_WHOLE
-
     def call(*args: Any, **kwargs: Any) -> Any:
         if _ACTIVE:  # a call from inside another: part of its trace, or of its eager run
             return function(*args, **kwargs)
@@ -122,9 +117,7 @@ def _compiled(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
         try:
             result = torch.compile(body, backend="eager", fullgraph=True)(*args, **kwargs)
         except torch._dynamo.exc.Unsupported as error:
-            if KEPT_WHOLE in str(error):
-                COUNTS["eager_by_design"] += 1
-            elif "Observed exception" in str(error):
+            if "Observed exception" in str(error):
                 pass
             elif _raises(function, args, kwargs):
                 COUNTS["errors_via_break"] += 1

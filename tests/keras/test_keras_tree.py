@@ -27,7 +27,6 @@ from hypothesis import strategies as st  # noqa: E402
 
 import dynamo_tree_compat  # noqa: E402
 from dynamo_tree_compat import _dynamo  # noqa: E402
-from dynamo_tree_compat._dynamo.seam.sets import KEPT_WHOLE  # noqa: E402
 from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: E402, F401
 from tests.helpers.structures import (  # noqa: E402
     COMPILED_EXAMPLES,
@@ -149,9 +148,8 @@ def test_every_function_in_one_graph(call: str, structure: str) -> None:
 @pytest.mark.parametrize("built", ["passed in", "built inside"])
 def test_tracked_set_comes_back_whole(call: str, where: str, built: str) -> None:
     """Keras's TrackedSet (the set layers track their children in). Where Dynamo would
-    rebuild one made or filled in the graph empty (torch 2.13), the call that fills it
-    breaks the graph, naming why, and eager's answer comes back; where Dynamo keeps it
-    whole (torch 2.15), it stays in one graph."""
+    rebuild one made or filled in the graph empty (torch 2.13, 2.14), the package replays
+    its contents on the way out: one graph, no break, eager's answer."""
 
     def make() -> Any:
         tracked = tracking.TrackedSet([1, 2])  # a set of tensors would compare by identity
@@ -160,12 +158,10 @@ def test_tracked_set_comes_back_whole(call: str, where: str, built: str) -> None
     function = CALLS[call]
     if built == "built inside":
         function = lambda _: CALLS[call](make())  # noqa: E731
-    keeps_whole = _dynamo.capability("set_subclass_keeps_contents")
     with _dynamo.GraphBreakRecorder() as recorder:
-        _same(function, make, fullgraph=keeps_whole)
-    fills_a_set = built == "built inside" or call != "flatten"
-    if fills_a_set and not keeps_whole and not DYNAMO_2_5:  # 2.5 breaks its own way
-        assert any(KEPT_WHOLE in b.message for b in recorder.breaks), recorder.breaks
+        _same(function, make, fullgraph=not DYNAMO_2_5)  # 2.5 breaks its own way
+    if not DYNAMO_2_5:
+        assert recorder.breaks == []
 
 
 def test_eager_keras_is_untouched() -> None:

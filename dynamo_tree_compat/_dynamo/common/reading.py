@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..runtime import Event, count, step_aside
-from ..seam import capabilities, internals, making, patches
+from ..seam import capabilities, internals, making, patches, reads
 from ..seam.types import Translator, Variable
 from .bytecode import trivial_body_of
 
@@ -131,14 +131,14 @@ def node(
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
         kind = LIST if cls is k.List else TUPLE
-        return Node(kind, variable, None, list(internals.read(variable, "items")))
-    if cls is k.Dict and internals.dict_class(variable) is dict:
+        return Node(kind, variable, None, reads.sequence_items(variable))
+    if cls is k.Dict and reads.dict_class(variable) is dict:
         entries = []
-        for key_variable, tracker, value in internals.dict_entries(variable):
+        for key_variable, tracker, value in reads.dict_entries(variable):
             if isinstance(value, k.Deleted):
                 raise Fallback
             if type(key_variable) is k.Constant:
-                key = internals.read(key_variable, "value")
+                key = reads.constant_value(key_variable)
             elif internals.call(key_variable, "is_python_constant"):
                 key = internals.call(key_variable, "as_python_constant")
             else:
@@ -155,7 +155,7 @@ def node(
         return Node(DICT, variable, keys, [entry[3] for entry in entries])
     if (
         (cls is k.Tensor and internals.call(variable, "python_type") in k.tensor_types)
-        or (cls is k.Constant and type(internals.read(variable, "value")) in CONSTANT_TYPES)
+        or (cls is k.Constant and type(reads.constant_value(variable)) in CONSTANT_TYPES)
         or cls is k.Symbol
         or (leaf is not None and leaf(variable))
     ):

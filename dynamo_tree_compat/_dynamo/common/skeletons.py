@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..seam import internals, making
+from ..seam import internals, making, reads
 from ..seam.types import Variable
 from .reading import FAST_PATH_MAX_DEPTH, LEAF, LIST, TUPLE, Cycle, Fallback, node
 
@@ -32,7 +32,7 @@ def skeleton_of(
     kind, first, dict_keys, children = node(variable, sort=False)
     if kind == LEAF:
         is_constant = type(first) is internals.kinds().Constant
-        if not none_is_leaf and is_constant and internals.read(first, "value") is None:
+        if not none_is_leaf and is_constant and reads.constant_value(first) is None:
             return None
         leaves.append(first)
         return len(leaves) - 1

@@ -34,7 +34,7 @@ from ..common.reading import (
     too_deep,
     with_first,
 )
-from ..seam import internals, making
+from ..seam import internals, making, reads
 from ..seam.types import Handler, Translator, Variable
 
 __all__ = ["HANDLERS"]
@@ -179,7 +179,7 @@ def _container(kind: int, first: Any, keys: Any, items: list[Any]) -> Any:
     assert kind == DICT
     # In the dict's own order; by identity: a key tracker's hash is Python code.
     by_tracker = {id(key.tracker): item for key, item in zip(keys, items)}
-    order = [tracker for _, tracker, _ in internals.dict_entries(first)]
+    order = [tracker for _, tracker, _ in reads.dict_entries(first)]
     return making.new_dict([(tracker, by_tracker[id(tracker)]) for tracker in order])
 
 
@@ -380,9 +380,7 @@ def _is_none(variable: Variable) -> bool:
     # By class, not reading.is_none: is_python_constant() reads a container whole, which
     # overflows Python's stack on a deep subtree the user's function returned.
     variable = internals.realized(variable)
-    return (
-        type(variable) is internals.kinds().Constant and internals.read(variable, "value") is None
-    )
+    return type(variable) is internals.kinds().Constant and reads.constant_value(variable) is None
 
 
 def _maps_to_none(variable: Variable) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..common.guards import guard_dict_order, guard_registration
 from ..common.reading import is_variable, tree_options, unsupported
-from ..seam import internals, making
+from ..seam import internals, making, reads
 from ..seam.types import Handler, Translator, Variable
 from .reader import Reader, items, mapping, real
 from .spec import wrap
@@ -62,7 +62,7 @@ def c_all_leaves(tx: Translator, args: list[Variable], kwargs: dict[str, Variabl
     if not args:
         return unsupported(what, "no iterable")
     answers = [
-        internals.read(c_is_leaf(tx, [item, *args[1:]], kwargs), "value")
+        reads.constant_value(c_is_leaf(tx, [item, *args[1:]], kwargs))
         for item in items(tx, args[0])
     ]
     return making.constant(all(answers))

@@ -28,7 +28,7 @@ from ..common.reading import (
     too_deep,
     unsupported,
 )
-from ..seam import capabilities, internals, making
+from ..seam import capabilities, internals, making, reads
 from ..seam.types import Translator, Variable
 
 __all__ = [
@@ -84,18 +84,18 @@ def items(tx: Translator, variable: Variable) -> list[Any]:
     """The items of any iterable variable, as Python's list() would give them."""
     k = internals.kinds()
     if type(variable) in (k.List, k.Tuple):  # read directly: no call to trace
-        return list(internals.read(variable, "items"))
+        return reads.sequence_items(variable)
     listed = call(tx, list, variable)
     if type(listed) is not k.List:
         return unsupported("optree", "an iterable Dynamo cannot list")
-    return list(internals.read(listed, "items"))
+    return reads.sequence_items(listed)
 
 
 def mapping(tx: Translator, variable: Variable, what: str) -> dict[Any, Any]:
     """A dict variable's items: real keys, in insertion order, to value variables."""
     k = internals.kinds()
     if type(variable) is k.Dict:  # read directly: no call to trace
-        entries = internals.dict_entries(variable)
+        entries = reads.dict_entries(variable)
         if not any(isinstance(value, k.Deleted) for _, _, value in entries):
             return {real(key, what): value for key, _, value in entries}
     listed = internals.call(variable, "call_method", tx, "items", [], {})
@@ -110,12 +110,22 @@ _BUILTIN_NODE_TYPES = frozenset(
 
 
 class Slot:
-    """A numbered placeholder for one leaf in a skeleton: optree takes it as a leaf."""
+    """A numbered placeholder for one leaf in a skeleton: optree takes it as a leaf.
+
+    It hashes as its number, so that a custom node whose unflatten function puts the
+    placeholders in a set (Keras's TrackedSet) keeps them in the order they were read.
+
+    >>> [slot.index for slot in {Slot(2), Slot(0), Slot(1)}]
+    [0, 1, 2]
+    """
 
     __slots__ = ("index",)
 
     def __init__(self, index: int) -> None:
         self.index = index
+
+    def __hash__(self) -> int:
+        return self.index
 
     def __repr__(self) -> str:
         return f"<leaf {self.index}>"
@@ -245,21 +255,11 @@ class Reader:
         return unsupported(self.what, f"optree's node kind {kind} is new to this package")
 
     def maxlen(self, variable: Variable) -> int | None:
-        """A deque's maxlen; Dynamo drops it from a deque that comes in from outside."""
-        source = internals.read(variable, "source", None)
-        if source is not None:
-            try:
-                value = internals.resolve_source(self.tx, source)
-            except internals.Missing:
-                pass
-            else:
-                internals.guard_constant(internals.sources().Attr(source, "maxlen"))
-                return value.maxlen
+        """A deque's maxlen (see ``reads.deque_maxlen``)."""
         try:
-            held = internals.get_attribute(self.tx, variable, "maxlen")
-        except NotImplementedError:  # Dynamo 2.5 keeps no maxlen
+            return reads.deque_maxlen(self.tx, variable)
+        except internals.Missing:  # Dynamo 2.5 keeps no maxlen
             return unsupported(self.what, "this Dynamo does not keep a deque's maxlen")
-        return real(held, self.what)
 
     def order(self, kind: Any, keys: dict[Any, Any]) -> list[Any]:
         import optree

@@ -24,7 +24,7 @@ from ..common.reading import (
     with_first,
 )
 from ..common.skeletons import skeleton_of, variable_of
-from ..seam import internals, making
+from ..seam import internals, making, reads
 from ..seam.types import Handler, Translator, Variable
 from .spec import keep_skeleton, known_spec, unflatten_known, wrap_known
 
@@ -148,7 +148,7 @@ def _leaf_class(variable: Variable) -> type:
     """The Python class of a leaf the reader took: a tensor's or a constant's."""
     k = internals.kinds()
     if type(variable) is k.Constant:
-        return type(internals.read(variable, "value"))
+        return type(reads.constant_value(variable))
     if type(variable) is k.Tensor:
         return internals.call(variable, "python_type")
     raise Fallback  # a symbolic number: isinstance is Dynamo's to answer

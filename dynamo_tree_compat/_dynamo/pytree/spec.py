@@ -14,7 +14,7 @@ from typing import Any
 
 from ..common.held import HeldConstant
 from ..common.skeletons import variable_of
-from ..seam import internals
+from ..seam import internals, reads
 from ..seam.types import Translator, Variable
 
 __all__ = [
@@ -91,7 +91,7 @@ def unflatten_known(spec: Any, leaves: Any) -> Any:
     made = _SKELETONS.get(id(spec))
     if type(leaves) not in (k.List, k.Tuple) or not (made or is_plain_spec(spec)):
         return None
-    items = list(internals.read(leaves, "items"))
+    items = reads.sequence_items(leaves)
     if len(items) != spec.num_leaves:
         return None  # torch's own ValueError
     if made and made[0] is spec:

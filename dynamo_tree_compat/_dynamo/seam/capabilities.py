@@ -210,15 +210,10 @@ def _tree_map_only_fast_path() -> bool:
     )
 
 
-def _tree_map_fast_path_keeps_defaultdict() -> bool:
-    """Dynamo's tree_map fast path hands back a defaultdict that comes in as a
-    defaultdict (not torch 2.15, which returns a plain dict: every map of its fast path
-    then goes this package's way). False where there is no fast path. The trial calls a
-    copy of ``tree_map``, which Dynamo's fast path knows by name and module and this
-    package's routing, by identity, does not."""
-    if not _tree_map_fast_path():
-        return False
-    import torch
+def _tree_map_copy() -> Callable[[Any], Any]:
+    """A function that maps ``leaf + 1`` over a tree with a copy of torch's ``tree_map``,
+    which Dynamo's fast path knows by name and module and this package's routing, by
+    identity, does not."""
     import torch.utils._pytree as pytree
 
     original = pytree.tree_map
@@ -230,10 +225,34 @@ def _tree_map_fast_path_keeps_defaultdict() -> bool:
     def trial(tree: Any) -> Any:
         return same_name(lambda leaf: leaf + 1, tree)
 
-    result = torch.compile(trial, backend="eager", fullgraph=True)(
+    return trial
+
+
+def _tree_map_fast_path_keeps_defaultdict() -> bool:
+    """Dynamo's tree_map fast path hands back a defaultdict that comes in as a
+    defaultdict (not torch 2.15, which returns a plain dict: every map of its fast path
+    then goes this package's way). False where there is no fast path."""
+    if not _tree_map_fast_path():
+        return False
+    import torch
+
+    result = torch.compile(_tree_map_copy(), backend="eager", fullgraph=True)(
         collections.defaultdict(list, {"a": torch.ones(1)})
     )
     return type(result) is collections.defaultdict
+
+
+def _tree_map_fast_path_guards_key_order() -> bool:
+    """A graph of Dynamo's tree_map fast path is not reused for a dict whose keys come in
+    another order (torch 2.13 and 2.15 reuse it, and answer in the old order). False
+    where there is no fast path."""
+    if not _tree_map_fast_path():
+        return False
+    import torch
+
+    compiled = torch.compile(_tree_map_copy(), backend="eager", fullgraph=True)
+    compiled({"a": torch.ones(1), "b": torch.ones(1)})
+    return list(compiled({"b": torch.ones(1), "a": torch.ones(1)})) == ["b", "a"]
 
 
 def _set_subclass_keeps_contents() -> bool:
@@ -264,6 +283,7 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "tree_map_with_path_fast_path": (_tree_map_with_path_fast_path, False),
     "tree_map_only_fast_path": (_tree_map_only_fast_path, False),
     "tree_map_fast_path_keeps_defaultdict": (_tree_map_fast_path_keeps_defaultdict, True),
+    "tree_map_fast_path_guards_key_order": (_tree_map_fast_path_guards_key_order, True),
     "set_subclass_keeps_contents": (_set_subclass_keeps_contents, True),
     "iter_of_a_number_raises": (_iter_of_a_number_raises, True),
 }
@@ -283,6 +303,7 @@ SAFE: dict[str, bool] = {
     "tree_map_with_path_fast_path": True,
     "tree_map_only_fast_path": True,
     "tree_map_fast_path_keeps_defaultdict": False,
+    "tree_map_fast_path_guards_key_order": False,
     "set_subclass_keeps_contents": False,
     "iter_of_a_number_raises": False,
 }
@@ -320,6 +341,7 @@ _TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
     "tree_map_with_path_fast_path": (12, 15),
     "tree_map_only_fast_path": (10, 15),
     "tree_map_fast_path_keeps_defaultdict": (10, 14),
+    "tree_map_fast_path_guards_key_order": None,
     "set_subclass_keeps_contents": (15, 15),
     "iter_of_a_number_raises": (13, 15),
 }

@@ -5,8 +5,9 @@ number) with ``InternalTorchDynamoError: AttributeError: 'int' object has no att
 '__iter__'`` instead of the TypeError eager code raises: a library's own check of bad
 input (Keras's ``pack_sequence_as`` over a number of leaves) then crashes the compile.
 Where the capability ``iter_of_a_number_raises`` says so, such a call ends the graph
-instead, so that it runs in Python and raises the user's TypeError. While the package's
-mode is off, or a capability trial compiles, Dynamo is left as it is.
+instead, so that it runs in Python and raises the user's TypeError: where a tree
+function does it (the caller says). While the package's mode is off, in code that is no
+tree function's, or while a capability trial compiles, Dynamo is left as it is.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ def _iterable(value: Any) -> bool:
     return hasattr(type(value), "__iter__") or hasattr(type(value), "__getitem__")
 
 
-def break_on_iterating_a_number(mode_on: Callable[[], bool]) -> Callable[[], None] | None:
+def break_on_iterating_a_number(applies: Callable[[], bool]) -> Callable[[], None] | None:
     """Makes ``iter()`` of a constant that is not iterable end the graph, while
-    ``mode_on()`` and this Dynamo needs it. Returns how to undo it; None where Dynamo's
+    ``applies()`` and this Dynamo needs it. Returns how to undo it; None where Dynamo's
     constant variable is not found."""
     try:
         constant = importlib.import_module("torch._dynamo.variables.constant")
@@ -53,7 +54,7 @@ def break_on_iterating_a_number(mode_on: Callable[[], bool]) -> Callable[[], Non
         if (
             name == "__iter__"
             and not _iterable(getattr(self, "value", None))
-            and mode_on()
+            and applies()
             and capabilities.lacks("iter_of_a_number_raises")
         ):
             internals.graph_break("iter() of a number", repr(self.value), NOT_ITERABLE, "")

@@ -351,6 +351,7 @@ def sources() -> types.SimpleNamespace:
             # torch 2.6 and later; without it, no guard on a spec's contents
             CallNoArgs=getattr(source, "CallFunctionNoArgsSource", None),
             install=install_guard,
+            builder=GuardBuilder,
             CONSTANT_MATCH=GuardBuilder.CONSTANT_MATCH,
             TYPE_MATCH=GuardBuilder.TYPE_MATCH,
             ID_MATCH=GuardBuilder.ID_MATCH,
@@ -418,12 +419,36 @@ def resolve_source(tx: Translator, source: Source) -> Any:
         raise Missing(f"the value of {source!r}: {error!r}") from error
 
 
-def deque_lost_maxlen(variable: Variable) -> bool:
-    """Whether Dynamo's deque variable holds its ``maxlen`` as the constant None."""
-    current = getattr(variable, "maxlen", None)
-    if not (hasattr(current, "is_python_constant") and current.is_python_constant()):
-        return False  # not Dynamo's deque variable as this package knows it
-    return current.as_python_constant() is None
+def emit_call(codegen: Codegen, count: int) -> None:
+    """Makes ``codegen`` call what it pushed with ``count`` arguments, and drop the
+    result."""
+    from torch._dynamo.bytecode_transformation import create_call_function, create_instruction
+
+    codegen.extend_output([*create_call_function(count, False), create_instruction("POP_TOP")])
+
+
+def emitted(codegen: Codegen) -> int:
+    """How many instructions ``codegen`` holds now (see :func:`take_back`)."""
+    return len(codegen.get_instructions())
+
+
+def take_back(codegen: Codegen, count: int) -> None:
+    """Drops what ``codegen`` emitted after it held ``count`` instructions."""
+    del codegen.get_instructions()[count:]
+
+
+def dynamo_config() -> Any:
+    """Dynamo's settings module (``torch._dynamo.config``)."""
+    from torch._dynamo import config
+
+    return config
+
+
+def temporary_source_class() -> type:
+    """Dynamo's source of a value made in the graph and kept in a local on the way out."""
+    from torch._dynamo.source import TempLocalSource
+
+    return TempLocalSource
 
 
 def load_global(codegen: Codegen, prefix: str, value: Any) -> None:
@@ -498,6 +523,21 @@ def call_no_args_source(source: Source) -> Any:
     if call is None:
         raise Missing("torch._dynamo.source.CallFunctionNoArgsSource")
     return call(source)
+
+
+def innermost_code(tx: Translator = None) -> types.CodeType | None:
+    """The code of the innermost frame Dynamo traces now (an inlined call's, or the frame
+    it converts); None where it cannot say."""
+    try:
+        if tx is None:
+            from torch._dynamo.symbolic_convert import InstructionTranslator
+
+            tx = InstructionTranslator.current_tx()
+        output = tx.output
+        inner = getattr(output, "current_tx", None) or tx
+        return inner.f_code
+    except Exception:  # noqa: BLE001 - not tracing, or moved: it cannot say
+        return None
 
 
 def root_code(tx: Translator) -> Any:

@@ -2,7 +2,7 @@
 
 :mod:`.internals` reads Dynamo; this module writes into it: it gives this package's
 variable classes the slot names each release calls, a mappingproxy variable its type,
-a deque variable its maxlen, clears a frame's skip mark, ends a frame, and makes Dynamo
+clears a frame's skip mark, ends a frame, and makes Dynamo
 log every graph break. Each change is undone by what it returns, or is the package's
 own class. Where releases differ, the choice is made by :mod:`.capabilities`.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime import TRACED_CODE, step_aside
-from . import capabilities, internals, making
+from . import capabilities, internals
 from .types import Translator, Variable
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "put_own",
     "replace",
     "set_class",
-    "set_deque_maxlen",
     "skip_frame",
     "unskip_code",
     "with_slot_names",
@@ -79,22 +78,26 @@ def with_slot_names(cls: type) -> type:
     return cls
 
 
-def give_mapping_proxies_a_type() -> Callable[[], None] | None:
+def give_mapping_proxies_a_type(applies: Callable[[], bool]) -> Callable[[], None] | None:
     """Dynamo 2.7 and earlier cannot tell a mappingproxy variable's type: ``type()`` and
-    ``isinstance()`` on one end tracing with a UserError. Gives its class the answer later
-    Dynamos give, ``types.MappingProxyType``. Returns how to undo that; None where the
-    class answers by itself, or is not found.
+    ``isinstance()`` on one end tracing with a UserError. While ``applies()`` (a tree
+    function reads it), its class gives the answer later Dynamos give,
+    ``types.MappingProxyType``. Returns how to undo that; None where the class answers by
+    itself, or is not found.
     """
     try:
         dicts = importlib.import_module("torch._dynamo.variables.dicts")
         proxies = dicts.MappingProxyVariable
-        if proxies.python_type is not internals.kinds().Base.python_type:
+        original = proxies.python_type
+        if original is not internals.kinds().Base.python_type:
             return None
     except Exception:  # noqa: BLE001 - moved: nothing to give
         return None
 
     def python_type(self: Any) -> type:
-        return types.MappingProxyType
+        if applies():
+            return types.MappingProxyType
+        return original(self)
 
     return put_own(proxies, "python_type", python_type)
 
@@ -122,11 +125,6 @@ def put_own(owner: type, name: str, new: Any) -> Callable[[], None]:
             setattr(owner, name, previous)
 
     return undo
-
-
-def set_deque_maxlen(variable: Variable, maxlen: int) -> None:
-    """Puts a deque variable's ``maxlen`` back (see :func:`deque_lost_maxlen`)."""
-    variable.maxlen = making.constant(maxlen)
 
 
 def unskip_code(code: Any) -> None:

@@ -1,114 +1,90 @@
 """Set subclasses kept whole, where Dynamo would lose what one holds.
 
-Some Dynamos (torch 2.13) trace a set subclass (Keras's ``TrackedSet``) made or filled
-in the graph, but rebuild it empty when it leaves the graph: no error, a wrong answer.
-Where the capability ``set_subclass_keeps_contents`` says so, every call that would
-change what such a set holds (``__init__`` with items, ``add``, ``update``, ``clear``,
-...) ends the graph instead, so that it runs in Python. While the package's mode is
-off, or a capability trial compiles, Dynamo is left as it is.
+Some Dynamos (torch 2.13, 2.14) trace a set subclass (Keras's ``TrackedSet``) made or
+changed in the graph, but rebuild it empty when it leaves the graph: no error, a wrong
+answer. Dynamo already replays the contents of list and dict subclasses on the way out;
+where the capability ``set_subclass_keeps_contents`` says so, this does the same for set
+subclasses: after Dynamo's own replay of side effects, each set subclass whose contents
+changed in the graph gets them, through ``set``'s own methods (not the subclass's). A set
+that never leaves the graph costs nothing, and nothing breaks the graph. While the
+package's mode is off, or a capability trial compiles, Dynamo is left as it is.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
 
+from ..runtime import step_aside
 from . import capabilities, internals, patches
-from .types import Translator, Variable
+from .types import Codegen
 
-__all__ = ["CHANGING", "KEPT_WHOLE", "keep_set_subclasses_whole"]
-
-#: The set methods that change what a set holds.
-CHANGING = frozenset(
-    {
-        "__init__",
-        "add",
-        "update",
-        "discard",
-        "remove",
-        "pop",
-        "clear",
-        "intersection_update",
-        "difference_update",
-        "symmetric_difference_update",
-        "__ior__",
-        "__iand__",
-        "__isub__",
-        "__ixor__",
-    }
-)
-#: What such a graph break says.
-KEPT_WHOLE = (
-    "this Dynamo would rebuild a set subclass (such as Keras's TrackedSet) empty when it "
-    "leaves the graph; dynamo-tree-compat runs this call in Python instead"
-)
+__all__ = ["keep_set_subclasses_whole", "refill"]
 
 
-def _changes_contents(name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
-    """Whether calling ``name`` with these arguments changes what a set holds (a bare
-    ``__init__`` leaves a new set empty, as Dynamo has it).
+def refill(target: set[Any], contents: set[Any]) -> None:
+    """Makes ``target`` hold ``contents``, by ``set``'s own methods (a subclass may
+    override ``add`` or ``update`` to do more than that).
 
-    >>> _changes_contents("__init__", [], {}), _changes_contents("add", [1], {})
-    (False, True)
-    >>> _changes_contents("__len__", [], {})
-    False
+    >>> class Tracked(set):
+    ...     def add(self, item):
+    ...         raise AssertionError("not called")
+    >>> held = Tracked({1})
+    >>> refill(held, {2, 3})
+    >>> sorted(held)
+    [2, 3]
     """
-    return name in CHANGING and (name != "__init__" or bool(args or kwargs))
+    set.clear(target)
+    set.update(target, contents)
 
 
-@functools.cache
-def _breaking(base: type) -> type:
-    """A subclass of the class of a set subclass's inner set variable, whose calls that
-    change what it holds end the graph."""
-
-    def call_method(
-        self: Variable, tx: Translator, name: str, args: list[Any], kwargs: dict[str, Any]
-    ) -> Any:
-        if _changes_contents(name, args, kwargs) and _ON[0]():
-            internals.graph_break(
-                "set subclass changed in the graph", f"set.{name}", KEPT_WHOLE, _HINT
-            )
-        return base.call_method(self, tx, name, args, kwargs)
-
-    made = type(f"KeptWhole{base.__name__}", (base,), {"call_method": call_method})
-    _MADE.add(made)
-    return made
-
-
-_MADE: set[type] = set()
-
-
-_HINT = "torch 2.15 keeps a set subclass whole: there this call stays in the graph"
-#: Whether the package's mode is on now (set by :func:`keep_set_subclasses_whole`).
-_ON: list[Callable[[], bool]] = [lambda: False]
+def _replay(side_effects: Any, codegen: Codegen, set_class: type) -> None:
+    """Emits, for each changed set subclass, ``refill(the object, its contents)``."""
+    replay_all = getattr(internals.dynamo_config(), "replay_side_effects", True)
+    temporary = internals.temporary_source_class()
+    for variable in side_effects._get_modified_vars():
+        if not isinstance(variable, set_class):
+            continue
+        inner = getattr(variable, "_base_vt", None)
+        source = getattr(variable, "source", None)
+        if inner is None or source is None or not side_effects.is_modified(inner):
+            continue
+        if not replay_all and not isinstance(source, temporary):
+            continue
+        codegen.add_push_null(lambda: internals.load_global(codegen, "__dtc_refill", refill))
+        codegen(source)
+        codegen(inner, allow_cache=False)  # its contents, not the object again
+        internals.emit_call(codegen, 2)
 
 
 def keep_set_subclasses_whole(mode_on: Callable[[], bool]) -> Callable[[], None] | None:
-    """Makes each call that would change what a set subclass holds in the graph end the
-    graph, while ``mode_on()`` and this Dynamo needs it (asked at each new set variable,
-    so an answer settled later counts). Returns how to undo it; None where this Dynamo
-    has no set-subclass variable.
+    """Makes Dynamo's replay of side effects fill each set subclass changed in the graph
+    with what it holds, while ``mode_on()`` and this Dynamo needs it (asked at each
+    replay, so an answer settled later counts). Returns how to undo it; None where this
+    Dynamo has no set-subclass variable.
     """
     try:
         user_defined = importlib.import_module("torch._dynamo.variables.user_defined")
-        variable_class = user_defined.UserDefinedSetVariable
-        original = variable_class.__dict__["__init__"]
+        set_class = user_defined.UserDefinedSetVariable
+        owner = importlib.import_module("torch._dynamo.side_effects").SideEffects
+        original = owner.__dict__["codegen_update_mutated"]
     except Exception:  # noqa: BLE001 - no such variable here: Dynamo breaks by itself
         return None
 
-    def __init__(self: Variable, value: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, value, *args, **kwargs)
-        inner = getattr(self, "_base_vt", None)
-        if (
-            isinstance(value, set)
-            and inner is not None
-            and mode_on()
-            and capabilities.lacks("set_subclass_keeps_contents")
-            and type(inner) not in _MADE
-        ):
-            patches.set_class(inner, _breaking(type(inner)))
+    def codegen_update_mutated(self: Any, codegen: Codegen, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, codegen, *args, **kwargs)
+        if mode_on() and capabilities.lacks("set_subclass_keeps_contents"):
+            emitted = None
+            try:
+                emitted = internals.emitted(codegen)
+                _replay(self, codegen, set_class)
+            except internals.dynamo_errors():
+                raise
+            except Exception as error:  # noqa: BLE001 - ours: Dynamo's own replay stands
+                if emitted is not None:
+                    internals.take_back(codegen, emitted)
+                step_aside("the replay of a set subclass's contents", error)
+        return result
 
-    _ON[0] = mode_on
-    return patches.put_own(variable_class, "__init__", __init__)
+    return patches.put_own(owner, "codegen_update_mutated", codegen_update_mutated)

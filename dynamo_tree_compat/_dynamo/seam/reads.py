@@ -1,0 +1,139 @@
+"""What a variable holds, each read with the guard Dynamo installs for the same read.
+
+Dynamo guards a value at the moment Python code looks at it: a dict's keys and their
+order when they are iterated, a list's length when it is unpacked, a type when it is
+checked. A fast path that read a variable's contents directly would skip that moment,
+and the graph would be reused for a structure it was never built for. So the rest of the
+package reaches a container's contents through these functions alone, one per kind of
+read; each returns the value and guards it where the variable has a source (a value
+made in the graph needs no guard: the graph itself made it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import Missing, internals
+from .types import Source, Translator, Variable
+
+__all__ = [
+    "constant_value",
+    "deque_maxlen",
+    "dict_class",
+    "dict_entries",
+    "iterated",
+    "leaf_class",
+    "sequence_items",
+]
+
+
+def _source(variable: Variable) -> Source | None:
+    """The variable's source, where a guard on it means something: none for a value made
+    in the graph, nor for one Dynamo holds as a constant of the program."""
+    source = getattr(variable, "source", None)
+    if source is None or _constant_source(source):
+        return None
+    return source
+
+
+def _constant_source(source: Source) -> bool:
+    from torch._dynamo.source import is_constant_source
+
+    return bool(is_constant_source(source))
+
+
+def _install(source: Source, *names: str) -> None:
+    """Installs the first of Dynamo's guard kinds ``names`` that this release has."""
+    s = internals.sources()
+    for name in names:
+        kind = getattr(s.builder, name, None)
+        if kind is not None:
+            s.install(source.make_guard(kind))
+            return
+    raise Missing(f"GuardBuilder.{names[0]}")
+
+
+def _current_output() -> Any:
+    """The output graph of the frame Dynamo is tracing in this thread."""
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    return InstructionTranslator.current_tx().output
+
+
+def dict_entries(variable: Variable) -> list[tuple[Any, Any, Any]]:
+    """``(key variable, key tracker, value variable)`` of a dict variable, in its order,
+    guarded as Dynamo guards ``dict.items()``: the keys, and their order."""
+    source = _source(variable)
+    if source is not None:
+        install = getattr(variable, "install_dict_keys_match_guard", None)
+        if callable(install):
+            install()
+        else:  # torch 2.5: the guard kind, by name
+            _install(source, "DICT_KEYS_MATCH", "DICT_KEYS")
+        order = getattr(_current_output(), "guard_on_key_order", None)
+        if isinstance(order, set):  # else the keys guard checks their order itself
+            order.add(source)
+    return [(tracker.vt, tracker, value) for tracker, value in variable.items.items()]
+
+
+def dict_class(variable: Variable) -> type:
+    """The Python class of a dict variable (its ``user_cls`` before torch 2.15), guarded
+    by type."""
+    user_cls = getattr(variable, "user_cls", None)
+    cls = user_cls if isinstance(user_cls, type) else variable.python_type()
+    source = _source(variable)
+    if source is not None:
+        internals.guard_type(source)
+    return cls
+
+
+def sequence_items(variable: Variable) -> list[Any]:
+    """The items of a list or tuple variable, guarded by type and length."""
+    source = _source(variable)
+    if source is not None:
+        _install(source, "SEQUENCE_LENGTH")
+    return list(variable.items)
+
+
+def constant_value(variable: Variable) -> Any:
+    """The value of a constant variable, guarded by value (as Dynamo guards it when it
+    builds the variable from its source)."""
+    source = _source(variable)
+    if source is not None:
+        internals.guard_constant(source)
+    return variable.value
+
+
+def leaf_class(variable: Variable) -> type:
+    """The Python class of a value taken whole (an object, a class, a function), guarded
+    by type where Dynamo has not guarded it more closely."""
+    cls = variable.python_type()
+    source = _source(variable)
+    if source is not None:
+        internals.guard_type(source)
+    return cls
+
+
+def deque_maxlen(tx: Translator, variable: Variable) -> int | None:
+    """A deque variable's ``maxlen``, guarded by value. Dynamo builds a deque that comes
+    in without it (``deque.maxlen`` reads None there), so one with a source is read from
+    its source. Raises :class:`Missing` where this Dynamo keeps no maxlen (2.5)."""
+    source = _source(variable)
+    if source is not None:
+        try:
+            value = internals.resolve_source(tx, source)
+        except Missing:
+            pass
+        else:
+            internals.guard_constant(internals.sources().Attr(source, "maxlen"))
+            return value.maxlen
+    held = getattr(variable, "maxlen", None)
+    if held is None or not held.is_python_constant():
+        raise Missing("a deque variable's maxlen")
+    return held.as_python_constant()
+
+
+def iterated(tx: Translator, variable: Variable) -> list[Any]:
+    """The items of an iterable variable as Dynamo's own iteration gives them, with the
+    guards it installs."""
+    return list(variable.unpack_var_sequence(tx))
