@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from . import _dynamo, config
+from . import _dynamo, config, originals
 from ._dynamo import runtime
 from ._dynamo.seam.lock import DYNAMO_MODULE, compile_lock
 
@@ -141,7 +141,7 @@ class _ImportWatcher:
     modules such as ``sympy.core.sympify`` as missing).
     """
 
-    watched = frozenset((DYNAMO_MODULE, *LIBRARY_MODULES))
+    watched = frozenset((DYNAMO_MODULE, *LIBRARY_MODULES, *originals.MODULES))
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
@@ -248,6 +248,8 @@ def register_pending() -> None:
 
 def _on_imported(name: str) -> None:
     try:
+        if name in originals.MODULES:
+            originals.capture(sys.modules.get(name))
         if armed and not _first_frame_seen and name == DYNAMO_MODULE:
             _register_at_first_frame()
         elif armed and (_first_frame_seen or not _waiting):
@@ -302,6 +304,7 @@ def arm() -> None:
     with _lock:
         if not armed:
             armed = True
+            originals.capture_loaded()
             if _watcher not in sys.meta_path:
                 sys.meta_path.insert(0, _watcher)
         _register_now()

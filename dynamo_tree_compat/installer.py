@@ -275,8 +275,9 @@ def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]
         (helpers.warn_about_set, _do_nothing, False),
         (helpers.check_types_deprecated, _do_nothing, False),
         (helpers.depth_limit, _traced_depth_limit, False),
-        (helpers.has_attrs_fields, helpers.has_attrs_fields_traced, False),
-        (helpers.attrs_field_names, helpers.attrs_field_names_folded, True),
+        (helpers.has_attrs_fields, helpers.has_attrs_fields_traced, True),
+        (helpers.attrs_field_names, helpers.attrs_field_names_traced, False),
+        (helpers.attrs_field_names_known, helpers.attrs_field_names_unknown, True),
     ]
     if not _dynamo_can("sort_raises_cleanly"):
         stand_ins.append((helpers.sorted_keys, helpers.sorted_keys_checked, False))

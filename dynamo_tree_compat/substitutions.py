@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import dmtree, keras_twins, optree_twins
+from . import dmtree, keras_twins, optree_twins, originals
 
 __all__ = [
     "DM_TREE",
@@ -61,11 +61,10 @@ class Substitution:
         return f"{self.module}.{self.name}"
 
     def original(self) -> Callable[..., Any] | None:
-        """The original function, if its module is imported and has it."""
-        found: Any = sys.modules.get(self.module)
-        for part in self.name.split("."):  # a function kept on another, such as x.get
-            found = getattr(found, part, None)
-        return found
+        """The original function, if its module is imported and has it: as the module
+        defined it (see :mod:`.originals`), whatever wraps it now."""
+        module = sys.modules.get(self.module)
+        return None if module is None else originals.original(self.module, self.name, module)
 
 
 def _dm_tree(name: str) -> Substitution:

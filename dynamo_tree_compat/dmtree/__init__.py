@@ -63,10 +63,11 @@ from ._base import (  # noqa: F401
 )
 from ._nodes import (
     _attrs_field_names,
-    _attrs_field_names_folded,
+    _attrs_field_names_known,
+    _attrs_field_names_traced,
+    _attrs_field_names_unknown,
     _children,
     _describe,
-    _has_attrs_fields,
     _has_attrs_fields_traced,
     _is_attrs,
     _is_namedtuple,
@@ -74,6 +75,7 @@ from ._nodes import (
     _sorted_keys_checked,
     _structure_mismatch,
     _warn_about_set,
+    has_attrs_fields,
     is_nested,
 )
 from ._python_layer import (  # noqa: F401
@@ -646,9 +648,12 @@ class TracingHelpers(NamedTuple):
     traced_max_depth: int
     has_attrs_fields: Callable[[Any], bool]
     has_attrs_fields_traced: Callable[[Any], bool]
-    #: Folded on constants while tracing: Dynamo 2.5 and 2.6 cannot iterate the fields.
+    #: Traced as the names found while tracing (folded on a class known then): Dynamo
+    #: 2.5 and 2.6 cannot iterate the fields.
     attrs_field_names: Callable[[Any], tuple[str, ...]]
-    attrs_field_names_folded: Callable[[Any], tuple[str, ...] | None]
+    attrs_field_names_traced: Callable[[Any], tuple[str, ...]]
+    attrs_field_names_known: Callable[[Any], tuple[str, ...] | None]
+    attrs_field_names_unknown: Callable[[Any], None]
     #: Where Dynamo's sort lets a comparison's TypeError escape (before torch 2.11).
     sorted_keys: Callable[[Any], list[Any]]
     sorted_keys_checked: Callable[[Any], list[Any]]
@@ -663,10 +668,12 @@ TRACING_HELPERS = TracingHelpers(
     check_types_deprecated=_check_types_deprecated,
     depth_limit=_depth_limit,
     traced_max_depth=TRACED_MAX_DEPTH,
-    has_attrs_fields=_has_attrs_fields,
+    has_attrs_fields=has_attrs_fields,
     has_attrs_fields_traced=_has_attrs_fields_traced,
     attrs_field_names=_attrs_field_names,
-    attrs_field_names_folded=_attrs_field_names_folded,
+    attrs_field_names_traced=_attrs_field_names_traced,
+    attrs_field_names_known=_attrs_field_names_known,
+    attrs_field_names_unknown=_attrs_field_names_unknown,
     sorted_keys=_sorted_keys,
     sorted_keys_checked=_sorted_keys_checked,
     defaultdict_like=_defaultdict_like,

@@ -29,6 +29,7 @@ from ._base import (
 )
 
 __all__ = [
+    "has_attrs_fields",
     "is_nested",
 ]
 
@@ -73,40 +74,73 @@ def _is_attrs(instance: object) -> bool:
     kind = type(instance)
     if kind in _NESTED_BUILTINS or kind in _LEAF_BUILTINS or kind is set:
         return False
-    return _has_attrs_fields(_class_of(instance))
+    return has_attrs_fields(_class_of(instance))
 
 
-def _has_attrs_fields(cls: Any) -> bool:
-    """Whether a class has ``__attrs_attrs__`` (as attrs classes do).
+def has_attrs_fields(cls: Any) -> bool:
+    """Whether a class has ``__attrs_attrs__`` (as attrs classes do). An error looking
+    it up means no, as in dm-tree's C code (``PyObject_HasAttrString``).
 
-    While Dynamo traces, the installer puts :func:`_has_attrs_fields_traced` in its place.
+    While Dynamo traces, the installer runs it on a class known then (else it traces
+    :func:`_has_attrs_fields_traced`).
+
+    >>> class Lookups(type):
+    ...     def __getattr__(cls, name):
+    ...         raise RuntimeError(name)
+    >>> bad = type("Bad", (), {"__attrs_attrs__": None})
+    >>> has_attrs_fields(Lookups("Odd", (), {})), has_attrs_fields(bad)
+    (False, True)
     """
-    return hasattr(cls, "__attrs_attrs__")
+    try:
+        return hasattr(cls, "__attrs_attrs__")
+    except Exception:  # noqa: BLE001 - dm-tree's C code takes any error for "no"
+        return False
 
 
 def _attrs_field_names(cls: Any) -> tuple[str, ...]:
     """The names of an attrs class's fields, in order.
 
-    While Dynamo traces, the installer folds calls of it to a constant (the class is known
-    then): Dynamo of torch 2.5 and 2.6 cannot iterate ``__attrs_attrs__``.
+    While Dynamo traces, the installer puts :func:`_attrs_field_names_traced` in its
+    place: Dynamo of torch 2.5 and 2.6 cannot iterate ``__attrs_attrs__``.
     """
     return tuple(field.name for field in cls.__attrs_attrs__)
 
 
-def _attrs_field_names_folded(cls: Any) -> tuple[str, ...] | None:
-    """:func:`_attrs_field_names`, run by Dynamo while tracing; None where it raises, so
-    that the twin raises while traced rather than Dynamo itself."""
+def _attrs_field_names_known(cls: Any) -> tuple[str, ...] | None:
+    """:func:`_attrs_field_names`, or None where that raises. While Dynamo traces, it runs
+    in Python on a class known then (else :func:`_attrs_field_names_unknown` is traced).
+
+    >>> _attrs_field_names_known(type("Bad", (), {"__attrs_attrs__": None})) is None
+    True
+    """
     try:
         return _attrs_field_names(cls)
-    except Exception:  # noqa: BLE001 - iterating None then raises in the twin
+    except Exception:  # noqa: BLE001 - the traced twin then raises the same error
         return None
 
 
+def _attrs_field_names_unknown(cls: Any) -> None:
+    """:func:`_attrs_field_names_known` for a class not known while tracing: the names are
+    read in traced code."""
+    return None
+
+
+def _attrs_field_names_traced(cls: Any) -> tuple[str, ...]:
+    """:func:`_attrs_field_names` as Dynamo traces it: the names found while tracing, or
+    where that raises (``__attrs_attrs__`` is None), the same error, raised in traced code
+    as eager code raises it."""
+    names = _attrs_field_names_known(cls)
+    if names is None:
+        return tuple(field.name for field in cls.__attrs_attrs__)
+    return names
+
+
 def _has_attrs_fields_traced(cls: Any) -> bool:
-    """:func:`_has_attrs_fields` as Dynamo traces it: ``getattr`` with a None default,
-    since Dynamo of torch 2.5 and 2.6 traces neither ``hasattr`` on a class nor ``getattr``
-    with another default. (A class whose ``__attrs_attrs__`` is None then counts as not
-    attrs; eagerly, dm-tree's rule holds and iterating None raises.)
+    """:func:`has_attrs_fields` as Dynamo traces it where the class is not known while
+    tracing: ``getattr`` with a None default, since Dynamo of torch 2.5 and 2.6 traces
+    neither ``hasattr`` on a class nor ``getattr`` with another default. (A class whose
+    ``__attrs_attrs__`` is None then counts as not attrs; where the class is known, as it
+    almost always is, dm-tree's rule holds and iterating None raises.)
     """
     return getattr(cls, "__attrs_attrs__", None) is not None
 
@@ -141,7 +175,7 @@ def is_nested(structure: object) -> bool:
         return False
     if isinstance(structure, (dict, abc.Mapping, abc.MappingView)):
         return True
-    if _has_attrs_fields(_class_of(structure)):
+    if has_attrs_fields(_class_of(structure)):
         return True
     if isinstance(structure, set):
         _warn_about_set()

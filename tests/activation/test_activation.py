@@ -285,6 +285,7 @@ def test_autoload_loads_only_the_small_modules_and_reports_its_cost() -> None:
             "dynamo_tree_compat.activation",
             "dynamo_tree_compat.autoload",
             "dynamo_tree_compat.config",
+            "dynamo_tree_compat.originals",
         ]
     )
 

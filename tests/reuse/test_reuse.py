@@ -144,7 +144,7 @@ def _mutated(draw: Any) -> tuple[Any, Any]:
 def _reusable(spec: Any) -> bool:
     """Containers and leaves whose kinds every Dynamo passes in: the pairs test the
     guards, not Dynamo's limits."""
-    kind, payload = spec
+    kind = spec[0]
     if kind in _CONTAINERS:
         return all(_reusable(child) for child in _items(spec))
     return kind in ("int", "float", "none", "str")

@@ -9,6 +9,7 @@ imports and function calls do not.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -75,11 +76,18 @@ def guard_dict_order(tx: Translator, namespace: str) -> None:
 
 
 def _registry_probe(cls: type, namespace: str) -> Callable[[], tuple[int, int] | None]:
+    """What optree's registry holds for ``cls``; the class is held weakly, so that a class
+    registered in a function's scope can be freed (its probe then answers None)."""
     import optree
+
+    held = weakref.ref(cls)
 
     def probe() -> tuple[int, int] | None:
         # The functions, not the entry: optree before 0.14 makes a new entry per lookup.
-        entry = optree.register_pytree_node.get(cls, namespace=namespace)
+        found = held()
+        entry = (
+            None if found is None else optree.register_pytree_node.get(found, namespace=namespace)
+        )
         return None if entry is None else (id(entry.flatten_func), id(entry.unflatten_func))
 
     return probe
@@ -90,6 +98,7 @@ def guard_registration(tx: Translator, cls: type, namespace: str) -> None:
     key = f"{cls.__module__}.{cls.__qualname__}@{id(cls)}|{namespace}"
     if key not in REGISTRY_PROBES:
         REGISTRY_PROBES[key] = _Probe(_registry_probe(cls, namespace))
+        weakref.finalize(cls, REGISTRY_PROBES.pop, key, None)  # a new class may reuse the id
     _guard_attribute(tx, REGISTRY_PROBES[key], "state", "__dtc_registration")
 
 

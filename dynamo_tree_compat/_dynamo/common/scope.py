@@ -24,7 +24,7 @@ TREE_MODULES = (
     "keras.src.tree",
     "torch.utils._pytree",
     "torch.utils._cxx_pytree",
-    "torch._dynamo.polyfills.pytree",
+    *internals.DYNAMO_TREE_MODULES,
     "dynamo_tree_compat.dmtree",
     "dynamo_tree_compat.optree_twins",
     "dynamo_tree_compat.keras_twins",

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from ... import dmtree
 from ...dmtree._base import ObjectProxy, made_by_a_class_statement
+from ...dmtree._nodes import has_attrs_fields
 from ..common.reading import (
     DICT,
     LEAF,
@@ -84,7 +85,7 @@ def is_leaf_type(kind: type) -> bool:
         isinstance(kind, type)
         and not issubclass(kind, _NOT_PLAIN)
         and not any(_may_fake_its_class(cls) for cls in kind.__mro__[:-1])
-        and not hasattr(kind, "__attrs_attrs__")
+        and not has_attrs_fields(kind)
     )
 
 

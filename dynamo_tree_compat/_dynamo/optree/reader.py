@@ -199,6 +199,13 @@ class Reader:
             return (None if self.none_is_leaf else optree.PyTreeKind.NONE), cls, None
         if cls in CONSTANT_TYPES or issubclass(cls, internals.kinds().tensor_types):
             return None, cls, None
+        if cls not in _BUILTIN_NODE_TYPES:  # an object: its own class, not its base's
+            named, cls = cls, reads.object_class(self.tx, variable)
+            if cls is not named and optree.register_pytree_node.get(cls, namespace=self.namespace):
+                return unsupported(
+                    self.what,
+                    f"Dynamo reads a {cls.__qualname__} as its base, {named.__qualname__}",
+                )
         entry = optree.register_pytree_node.get(cls, namespace=self.namespace)
         kind = None if entry is None else _entry_kind(entry)
         if entry is None:
@@ -241,7 +248,10 @@ class Reader:
             return cls(pairs) if kind == Kind.ORDEREDDICT else dict(pairs)
         if kind == Kind.CUSTOM:
             return self.custom(variable, entry, depth)
-        parts = [self.skeleton(item, depth + 1) for item in items(tx, variable)]
+        if kind == Kind.LIST and self.predicate is not None:
+            parts = self.list_as_it_changes(variable, depth)
+        else:
+            parts = [self.skeleton(item, depth + 1) for item in items(tx, variable)]
         if kind == Kind.LIST:
             return parts
         if kind == Kind.TUPLE:
@@ -253,6 +263,18 @@ class Reader:
         if kind == Kind.STRUCTSEQUENCE:
             return cls(parts)
         return unsupported(self.what, f"optree's node kind {kind} is new to this package")
+
+    def list_as_it_changes(self, variable: Variable, depth: int) -> list[Any]:
+        """A list's children as optree's C code reads them: its length once, then each
+        item by index, after ``is_leaf`` ran on those before; a predicate that shrinks
+        the list meets optree's IndexError."""
+        parts = []
+        for index in range(len(reads.sequence_items(variable))):
+            now = reads.sequence_items(variable)
+            if index >= len(now):
+                internals.raise_user_error(self.tx, IndexError, "list index out of range")
+            parts.append(self.skeleton(now[index], depth + 1))
+        return parts
 
     def maxlen(self, variable: Variable) -> int | None:
         """A deque's maxlen (see ``reads.deque_maxlen``)."""

@@ -72,6 +72,7 @@ def _holding_variable_class() -> type:
         """Holds a real object, which Dynamo must not walk as it walks variables."""
 
         _nonvar_fields = internals.nonvar_fields("value")
+        value: Any  # this package's own field (tests/internals/test_seam_reads.py)
 
         def __init__(self, value: Any, **kwargs: Any) -> None:
             super().__init__(**kwargs)

@@ -20,6 +20,7 @@ from . import Missing
 from .types import Codegen, Source, Translator, Variable
 
 __all__ = [
+    "DYNAMO_TREE_MODULES",
     "READS",
     "Missing",
     "call",
@@ -34,6 +35,7 @@ __all__ = [
     "install_global",
     "is_fullgraph",
     "kinds",
+    "raise_user_error",
     "read",
     "realized",
     "registration_tables",
@@ -55,6 +57,9 @@ SLOT_NAMES: tuple[tuple[str, ...], ...] = (
     ("len_impl", "sq_length", "mp_length", "sq_length_impl", "mp_length_impl"),
 )
 
+
+#: Dynamo's own tree code: its polyfills of torch's pytree and of optree.
+DYNAMO_TREE_MODULES = ("torch._dynamo.polyfills.pytree",)
 
 #: Every attribute of Dynamo's objects (variables, translators, builders, sources) that
 #: the package reads through :func:`read` and :func:`call`: where nothing varies between
@@ -302,6 +307,15 @@ def graph_break(gb_type: str, context: str, explanation: str, hint: str) -> Any:
         unimplemented(gb_type=gb_type, context=context, explanation=explanation, hints=[hint])
     unimplemented(f"{gb_type}: {explanation}")  # torch 2.5: one message
     raise AssertionError("unimplemented returned")  # pragma: no cover
+
+
+def raise_user_error(tx: Translator, error: type[BaseException], message: str) -> Any:
+    """Raises ``error(message)`` in the traced program, as its own code would (Dynamo's
+    observed exception); never returns."""
+    from torch._dynamo.exc import raise_observed_exception
+
+    raise_observed_exception(error, tx, args=[message])
+    raise AssertionError("raise_observed_exception returned")  # pragma: no cover
 
 
 def skip_frame_error() -> type[BaseException]:

@@ -22,7 +22,7 @@ __all__ = [
     "dict_class",
     "dict_entries",
     "iterated",
-    "leaf_class",
+    "object_class",
     "sequence_items",
 ]
 
@@ -104,14 +104,20 @@ def constant_value(variable: Variable) -> Any:
     return variable.value
 
 
-def leaf_class(variable: Variable) -> type:
-    """The Python class of a value taken whole (an object, a class, a function), guarded
-    by type where Dynamo has not guarded it more closely."""
-    cls = variable.python_type()
+def object_class(tx: Translator, variable: Variable) -> type:
+    """The Python class of an object variable, guarded by type. Dynamo names some classes
+    by their base (a ``functools.partial`` subclass's variable says ``functools.partial``):
+    an object that comes in is asked through its source."""
     source = _source(variable)
     if source is not None:
-        internals.guard_type(source)
-    return cls
+        try:
+            value = internals.resolve_source(tx, source)
+        except Missing:
+            pass
+        else:
+            internals.guard_type(source)
+            return type(value)
+    return variable.python_type()
 
 
 def deque_maxlen(tx: Translator, variable: Variable) -> int | None:

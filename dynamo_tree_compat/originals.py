@@ -1,0 +1,66 @@
+"""The mirrored libraries' functions as their modules defined them, captured on import.
+
+The twins register at Dynamo's first frame, which may come long after a program has
+wrapped a library function (``mock.patch.object(tree, "flatten", wraps=...)``, an
+instrumentation library). What registers is the function the module itself defined: each
+watched module's namespace is captured as it finishes importing (or, for a module
+imported before the package was active, when it activates). Imports nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["MODULES", "capture", "capture_loaded", "original"]
+
+#: The modules whose functions a substitution row names.
+MODULES = (
+    "tree",
+    "optree",
+    "optree._C",
+    "optree.ops",
+    "optree.registry",
+    "torch.utils._pytree",
+    "keras.src.tree.torchtree_impl",
+    "keras.src.tree.optree_impl",
+)
+
+_CAPTURED: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+
+def capture(module: Any) -> None:
+    """Keeps the namespace of ``module`` as it is now (a shallow copy), once per module
+    object.
+
+    >>> import types
+    >>> module = types.ModuleType("optree.ops"); module.tree_map = len
+    >>> capture(module); module.tree_map = max
+    >>> original("optree.ops", "tree_map", module) is len
+    True
+    """
+    name = getattr(module, "__name__", None)
+    if name in MODULES and _CAPTURED.get(name, (None,))[0] is not module:
+        _CAPTURED[name] = (module, dict(vars(module)))
+
+
+def capture_loaded() -> None:
+    """Captures each watched module already imported and not captured yet."""
+    for name in MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            capture(module)
+
+
+def original(module_name: str, name: str, module: Any) -> Any:
+    """``module``'s ``name`` as the module defined it (a dotted name: an attribute of it);
+    where the module was not captured, as it is now; None where it has none."""
+    captured = _CAPTURED.get(module_name)
+    first, *rest = name.split(".")
+    if captured is not None and captured[0] is module:
+        found = captured[1].get(first)
+    else:
+        found = getattr(module, first, None)
+    for part in rest:
+        found = getattr(found, part, None)
+    return found

@@ -1,0 +1,159 @@
+"""A library's module as its own test suite sees it, with every public call compiled.
+
+A stand-in module holds the library's namespace, with each public function replaced by
+a call through ``torch.compile(fullgraph=True, backend="eager")``. Each function has one
+compiled function of its own for the whole run, so that graphs are reused between calls
+as the suite's tests make them (a guard that lets a graph answer for another structure
+shows up as a wrong answer). A call:
+
+- that traces returns the compiled result; where no argument is callable and the
+  function has no side effect, it also runs eagerly, and a result that differs is
+  counted in ``differs`` (and fails the call);
+- whose traced code raises the user's error (Dynamo's "Observed exception") runs
+  compiled without fullgraph, so that the suite sees the error eager code raises;
+- that Dynamo cannot trace where eager code raises runs compiled without fullgraph,
+  counted in ``errors_via_break`` (asked only where no argument is callable: running a
+  visitor eagerly to ask would repeat its side effects);
+- that breaks otherwise is counted in ``breaks``, with its reason, and runs compiled
+  without fullgraph.
+
+A call made inside another (a callback that calls the library again) is part of that
+call's trace, or of its eager run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+__all__ = ["Counts", "same", "stand_in"]
+
+
+@dataclasses.dataclass
+class Counts:
+    """What the compiled calls of one run came to."""
+
+    calls: int = 0
+    differs: int = 0
+    breaks: int = 0
+    errors_via_break: int = 0
+    #: "function: what" for each break and each differing result.
+    breaks_seen: list[str] = dataclasses.field(default_factory=list)
+    differs_seen: list[str] = dataclasses.field(default_factory=list)
+
+
+def same(expected: Any, actual: Any) -> bool:
+    """Equal, with the same container types all the way down (arrays and tensors by
+    value, specs by equality and how they show)."""
+    import numpy as np
+    import torch
+
+    if type(expected) is not type(actual):
+        return False
+    if isinstance(expected, (np.ndarray, torch.Tensor)):
+        return expected.shape == actual.shape and bool((expected == actual).all())
+    if isinstance(expected, dict):
+        return list(expected) == list(actual) and all(
+            same(expected[k], actual[k]) for k in expected
+        )
+    if isinstance(expected, (list, tuple)):
+        return len(expected) == len(actual) and all(map(same, expected, actual))
+    try:
+        return bool(expected == actual) and repr(expected) == repr(actual)
+    except Exception:  # noqa: BLE001 - an object with no equality: compare what it shows
+        return repr(expected) == repr(actual)
+
+
+def _raises(function: Callable[..., Any], args: Any, kwargs: Any) -> bool:
+    try:
+        function(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - any error: the call is one that raises
+        return True
+    return False
+
+
+def _named_body(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function(*a, **k)`` in a code object of its own (Dynamo caches by code)."""
+
+    def body(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    code = body.__code__.replace(co_name=f"compiled_{name.replace('.', '_')}")
+    return types.FunctionType(code, body.__globals__, code.co_name, None, body.__closure__)
+
+
+class _Compiled:
+    """One library function's compiled calls, for the whole run."""
+
+    active: ClassVar[list[str]] = []  # the call under way, if any
+
+    def __init__(
+        self, name: str, function: Callable[..., Any], counts: Counts, side_effects: bool
+    ) -> None:
+        import torch
+
+        self.name, self.function, self.counts = name, function, counts
+        self.side_effects = side_effects
+        self.full = torch.compile(_named_body(name, function), backend="eager", fullgraph=True)
+        self.loose = torch.compile(_named_body(f"{name}_loose", function), backend="eager")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.active:  # a call from inside another: part of its trace, or eager run
+            return self.function(*args, **kwargs)
+        self.active.append(self.name)
+        try:
+            return self._compare(args, kwargs)
+        finally:
+            self.active.pop()
+
+    def _compare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        import torch
+
+        counts = self.counts
+        counts.calls += 1
+        callbacks = any(callable(a) for a in (*args, *kwargs.values()))
+        try:
+            result = self.full(*args, **kwargs)
+        except torch._dynamo.exc.Unsupported as error:
+            text = str(error)
+            if "Observed exception" not in text:
+                if not callbacks and _raises(self.function, args, kwargs):
+                    counts.errors_via_break += 1
+                else:
+                    counts.breaks += 1
+                    counts.breaks_seen.append(f"{self.name}: {text.splitlines()[0]}")
+            result = self.loose(*args, **kwargs)
+        if not callbacks and not self.side_effects:
+            try:
+                expected = self.function(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 - eager raises where compiled returned
+                expected = error
+            if not same(expected, result):
+                counts.differs += 1
+                what = f"{self.name}: compiled {result!r}, eager {expected!r}"
+                counts.differs_seen.append(what[:500])
+                raise AssertionError(what)
+        return result
+
+
+def stand_in(
+    module: types.ModuleType,
+    names: Iterable[str],
+    counts: Counts,
+    label: str | None = None,
+    side_effects: frozenset[str] = frozenset(),
+) -> types.ModuleType:
+    """A module like ``module`` whose functions ``names`` run compiled (see above);
+    ``side_effects``: those never run a second time eagerly to compare."""
+    made = types.ModuleType(module.__name__)
+    made.__dict__.update(vars(module))
+    label = label or module.__name__
+    for name in names:
+        function = getattr(module, name, None)
+        if inspect.isfunction(function) or inspect.isbuiltin(function):
+            compiled = _Compiled(f"{label}.{name}", function, counts, name in side_effects)
+            setattr(made, name, compiled)
+    return made

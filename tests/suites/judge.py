@@ -1,0 +1,73 @@
+"""What the judges of the libraries' own suites share: running ``run.py`` in a fresh
+interpreter, and the verdict.
+
+A suite runs three times: eagerly, compiled with the package, and compiled without it
+(``DYNAMO_TREE_COMPAT=0``). The verdict: every test that passes eagerly passes compiled
+with the package, except the limits named with their reason, and no compiled call
+returns what eager code would not. The counts of all three runs are printed (``-s``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RUNNER = Path(__file__).with_name("run.py")
+ROOT = RUNNER.parents[2]
+
+
+def run_suite(
+    suite: str, mode: str, tmp_path: Path, *extra: str, package: bool = True, **env: str
+) -> dict[str, Any]:
+    """One run of a suite, in a fresh interpreter; its counts and failures."""
+    out = tmp_path / f"{suite}-{mode}-{package}.json"
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "torch", **env}
+    if not package:
+        environment["DYNAMO_TREE_COMPAT"] = "0"
+    completed = subprocess.run(
+        [sys.executable, str(RUNNER), suite, mode, str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=3000,
+        cwd=ROOT,
+        env=environment,
+    )
+    assert out.exists(), completed.stdout[-3000:] + completed.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def verdict(
+    name: str,
+    eager: dict[str, Any],
+    compiled: dict[str, Any],
+    without: dict[str, Any],
+    limits: dict[str, str],
+    of_interest: Any = None,
+) -> list[str]:
+    """What is wrong with the compiled run (empty: nothing), after printing the counts.
+    ``limits``: test ids that may fail compiled, each with why; ``of_interest``: which
+    test ids are judged (all by default)."""
+    judged = of_interest or (lambda test: True)
+
+    def failing(run: dict[str, Any]) -> set[str]:
+        return {test for test in run["failed"] if judged(test)}
+
+    print(
+        f"\n{name}: ran {eager['ran']} tests; failed: eagerly {len(failing(eager))}, "
+        f"compiled with the package {len(failing(compiled))}, without it "
+        f"{len(failing(without))}; compiled calls {compiled['calls']} (without: "
+        f"{without['calls']}), differing from eager {compiled['differs']} (without: "
+        f"{without['differs']}), graph breaks {compiled['breaks']} (without: "
+        f"{without['breaks']})"
+    )
+    wrong = []
+    if eager["ran"] != compiled["ran"]:
+        wrong.append(f"ran {eager['ran']} eagerly, {compiled['ran']} compiled")
+    newly = failing(compiled) - failing(eager) - set(limits)
+    wrong += [f"{test}: {compiled['failed'][test]}" for test in sorted(newly)]
+    wrong += compiled["differs_seen"]
+    return wrong
