@@ -109,6 +109,9 @@ if _DEFAULTDICT:  # where Dynamo hands a defaultdict back as one
             lambda: new_defaultdict(list, _ab().items()),
             lambda: new_defaultdict(dict, _ab().items()),
         ),
+        "an empty defaultdict's factory changes": Change(
+            lambda: new_defaultdict(int, []), lambda: new_defaultdict(None, [])
+        ),
         "a defaultdict gains a key": Change(
             lambda: new_defaultdict(list, _ab().items()),
             lambda: new_defaultdict(list, {**_ab(), "c": leaf(3)}.items()),
@@ -156,6 +159,7 @@ _CORE_TOP = (
     "a leaf becomes None",
     "an int leaf changes",
     "a defaultdict's factory changes",
+    "an empty defaultdict's factory changes",
     "a deque's maxlen changes",
 )
 _CORE_DEEPER = (

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import optree
 import pytest
 import torch
 from hypothesis import given, settings
@@ -24,7 +25,7 @@ import dynamo_tree_compat
 from dynamo_tree_compat import config
 from tests.helpers.compiling import fresh_dynamo  # noqa: F401
 from tests.helpers.dynamo_support import with_a_graph_op
-from tests.helpers.reuse import CALLS, CHANGES, CORE, Change
+from tests.helpers.reuse import CALLS, CHANGES, CORE, Change, leaf
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     assert_same_ending,
@@ -202,3 +203,36 @@ def test_a_generated_structure_and_its_mutation(library: str, name: str, pair: A
     before, after = pair
     change = Change(lambda: build(before, tensor_leaves), lambda: build(after, tensor_leaves))
     assert not _wrong_answers(CALLS[library][name], {"generated": change})
+
+
+# --- optree's dict-order mode: global, and a namespace's own ---------------------------
+
+_MODE_CALLS = {
+    "tree_structure": lambda s: optree.tree_structure(s, namespace="ns"),
+    "tree_flatten": lambda s: optree.tree_flatten(s, namespace="ns"),
+    "tree_map": lambda s: optree.tree_map(lambda v: v, s, namespace="ns"),
+    "treespec_dict": lambda s: optree.treespec_dict(
+        {"b": optree.treespec_leaf(), "a": optree.tree_structure(s)}, namespace="ns"
+    ),
+}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "twin"])
+@pytest.mark.parametrize("name", _MODE_CALLS)
+def test_optrees_dict_order_mode_is_guarded(name: str, fast: bool) -> None:
+    """A spec shows the namespace's own mode (its namespace recorded), not the global
+    one; the keys' order shows either: a graph built under one mode never answers under
+    another."""
+    from optree.registry import __GLOBAL_NAMESPACE as everywhere  # type: ignore[attr-defined]
+
+    call = _MODE_CALLS[name]
+    saved, config.fast_path = config.fast_path, fast
+    try:
+        compiled = _compiled(call)
+        for on, namespace in [(False, everywhere), (True, everywhere), (True, "ns")] * 2:
+            with optree.dict_insertion_ordered(on, namespace=namespace):
+                for structure in (lambda: 7, lambda: {"b": leaf(1), "a": leaf(2)}):
+                    expected, actual = outcome(call, structure()), outcome(compiled, structure())
+                    assert_same_ending(expected, actual)
+    finally:
+        config.fast_path = saved

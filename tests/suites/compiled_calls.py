@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 __all__ = ["Counts", "same", "stand_in"]
+
+#: Set DTC_SUITE_TRACE=1 to print each compiled call, for finding what a failure follows.
+TRACE_CALLS = bool(os.environ.get("DTC_SUITE_TRACE"))
 
 
 @dataclasses.dataclass
@@ -47,10 +51,12 @@ class Counts:
 
 def same(expected: Any, actual: Any) -> bool:
     """Equal, with the same container types all the way down (arrays and tensors by
-    value, specs by equality and how they show)."""
+    value, iterators taken as they are, objects by equality and how they show)."""
     import numpy as np
     import torch
 
+    if iter_is_self(expected) and iter_is_self(actual):  # reading would consume them
+        return True
     if type(expected) is not type(actual):
         return False
     if isinstance(expected, (np.ndarray, torch.Tensor)):
@@ -61,10 +67,24 @@ def same(expected: Any, actual: Any) -> bool:
         )
     if isinstance(expected, (list, tuple)):
         return len(expected) == len(actual) and all(map(same, expected, actual))
+    if type(expected).__eq__ is object.__eq__:  # no equality of its own: what it shows
+        return repr(expected) == repr(actual)
     try:
         return bool(expected == actual) and repr(expected) == repr(actual)
-    except Exception:  # noqa: BLE001 - an object with no equality: compare what it shows
+    except Exception:  # noqa: BLE001 - an equality that raises: compare what it shows
         return repr(expected) == repr(actual)
+
+
+def iter_is_self(value: Any) -> bool:
+    """Whether ``value`` is an iterator (its own ``iter``).
+
+    >>> iter_is_self(iter([])), iter_is_self([])
+    (True, False)
+    """
+    try:
+        return iter(value) is value
+    except TypeError:
+        return False
 
 
 def _raises(function: Callable[..., Any], args: Any, kwargs: Any) -> bool:
@@ -114,6 +134,8 @@ class _Compiled:
 
         counts = self.counts
         counts.calls += 1
+        if TRACE_CALLS:
+            print(f"call {self.name}{args!r} {kwargs!r}", flush=True)
         callbacks = any(callable(a) for a in (*args, *kwargs.values()))
         try:
             result = self.full(*args, **kwargs)
@@ -155,5 +177,23 @@ def stand_in(
         function = getattr(module, name, None)
         if inspect.isfunction(function) or inspect.isbuiltin(function):
             compiled = _Compiled(f"{label}.{name}", function, counts, name in side_effects)
-            setattr(made, name, compiled)
+            setattr(made, name, _function_of(made, function, compiled))
     return made
+
+
+def _function_of(made: types.ModuleType, function: Any, compiled: _Compiled) -> Any:
+    """A plain function of the stand-in module (its globals are the module's, where
+    ``doctest`` looks for a module's own functions) that calls ``compiled``, with
+    ``function``'s name and docstring."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return compiled(*args, **kwargs)
+
+    made_function = types.FunctionType(
+        call.__code__, made.__dict__, function.__name__, None, call.__closure__
+    )
+    made_function.__doc__ = function.__doc__
+    # A module name not imported: doctest then asks the function's globals.
+    made_function.__module__ = f"compiled {made.__name__}"
+    made_function.__qualname__ = function.__qualname__
+    return made_function

@@ -64,14 +64,27 @@ def guard_flag(tx: Translator, flag_path: str) -> None:
     _guard_attribute(tx, sys.modules[module], name, "__dtc_flag_module")
 
 
-def guard_dict_order(tx: Translator, namespace: str) -> None:
-    """Recompiles when optree's dict-order mode for ``namespace`` changes."""
+def _dict_order(namespace: str) -> tuple[bool, bool]:
+    """optree's dict-order mode for ``namespace``: (its own, or inherited from the global
+    one). Both count: a spec records a namespace whose own mode is on, not one that
+    only inherits it.
+
+    >>> _dict_order("no mode here")
+    (False, False)
+    """
     import optree._C
 
+    ordered = optree._C.is_dict_insertion_ordered
+    return (
+        ordered(namespace, inherit_global_namespace=False),
+        ordered(namespace, inherit_global_namespace=True),
+    )
+
+
+def guard_dict_order(tx: Translator, namespace: str) -> None:
+    """Recompiles when optree's dict-order mode for ``namespace`` changes."""
     if namespace not in ORDER_PROBES:
-        ORDER_PROBES[namespace] = _Probe(
-            lambda: optree._C.is_dict_insertion_ordered(namespace, inherit_global_namespace=True)
-        )
+        ORDER_PROBES[namespace] = _Probe(lambda: _dict_order(namespace))
     _guard_attribute(tx, ORDER_PROBES[namespace], "state", "__dtc_dict_order")
 
 

@@ -17,7 +17,7 @@ from ..common.guards import guard_dict_order, guard_registration
 from ..common.reading import is_variable, tree_options, unsupported
 from ..seam import internals, making, reads
 from ..seam.types import Handler, Translator, Variable
-from .reader import Reader, items, mapping, real
+from .reader import Reader, default_factory, deque_maxlen, items, mapping, real
 from .spec import wrap
 
 __all__ = ["HANDLERS", "c_all_leaves", "c_is_leaf", "registry_get"]
@@ -82,6 +82,9 @@ def _c_constant_fold(name: str) -> Callable[..., Any]:
         if name == "is_dict_insertion_ordered":
             namespace = real_args[0] if real_args else real_kwargs.get("namespace", "")
             guard_dict_order(tx, namespace if type(namespace) is str else "")
+        elif name == "make_from_collection":  # its dict order, and its spec's namespace
+            namespace = real_args[2] if len(real_args) > 2 else real_kwargs.get("namespace", "")
+            guard_dict_order(tx, namespace if type(namespace) is str else "")
         try:
             result = getattr(optree._C, name)(*real_args, **real_kwargs)
         except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
@@ -105,8 +108,7 @@ def _collection_of_specs(tx: Translator, variable: Variable, what: str) -> Any:
             key: real(value, what) for key, value in mapping(tx, variable, what).items()
         }
         if cls is collections.defaultdict:
-            factory = real(internals.default_factory(tx, variable), what)
-            return collections.defaultdict(factory, real_mapping)
+            return collections.defaultdict(default_factory(tx, variable, what), real_mapping)
         return cls(real_mapping) if cls is not dict else real_mapping
     if cls is type(None):
         return None
@@ -114,8 +116,7 @@ def _collection_of_specs(tx: Translator, variable: Variable, what: str) -> Any:
     if cls in (list, tuple):
         return cls(real_items)
     if cls is collections.deque:
-        maxlen = real(internals.get_attribute(tx, variable, "maxlen"), what)
-        return collections.deque(real_items, maxlen=maxlen)
+        return collections.deque(real_items, maxlen=deque_maxlen(tx, variable, what))
     if optree.is_namedtuple_class(cls):
         return tuple.__new__(cls, real_items)
     if optree.is_structseq_class(cls):

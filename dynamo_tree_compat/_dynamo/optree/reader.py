@@ -35,6 +35,8 @@ __all__ = [
     "Reader",
     "Slot",
     "call",
+    "default_factory",
+    "deque_maxlen",
     "from_skeleton",
     "items",
     "mapping",
@@ -101,6 +103,24 @@ def mapping(tx: Translator, variable: Variable, what: str) -> dict[Any, Any]:
     listed = internals.call(variable, "call_method", tx, "items", [], {})
     pairs = [items(tx, pair) for pair in items(tx, listed)]
     return {real(key, what): value for key, value in pairs}
+
+
+def deque_maxlen(tx: Translator, variable: Variable, what: str) -> int | None:
+    """A deque's maxlen (see ``reads.deque_maxlen``); a graph break where this Dynamo
+    keeps none (2.5)."""
+    try:
+        return reads.deque_maxlen(tx, variable)
+    except internals.Missing:
+        return unsupported(what, "this Dynamo does not keep a deque's maxlen")
+
+
+def default_factory(tx: Translator, variable: Variable, what: str) -> Any:
+    """A defaultdict's factory: read through its source, guarded, where it has one; else
+    the variable Dynamo keeps, known while tracing."""
+    try:
+        return reads.default_factory(tx, variable)
+    except internals.Missing:
+        return real(internals.default_factory(tx, variable), what)
 
 
 #: optree's own node types, which cannot be registered again.
@@ -243,7 +263,7 @@ class Reader:
             parts = {key: self.skeleton(values[key], depth + 1) for key in self.order(kind, values)}
             pairs = [(key, parts[key]) for key in values]
             if kind == Kind.DEFAULTDICT:
-                factory = real(internals.default_factory(tx, variable), self.what)
+                factory = default_factory(tx, variable, self.what)
                 return collections.defaultdict(factory, pairs)
             return cls(pairs) if kind == Kind.ORDEREDDICT else dict(pairs)
         if kind == Kind.CUSTOM:
@@ -259,7 +279,7 @@ class Reader:
         if kind == Kind.NAMEDTUPLE:
             return tuple.__new__(cls, parts)
         if kind == Kind.DEQUE:
-            return collections.deque(parts, maxlen=self.maxlen(variable))
+            return collections.deque(parts, maxlen=deque_maxlen(tx, variable, self.what))
         if kind == Kind.STRUCTSEQUENCE:
             return cls(parts)
         return unsupported(self.what, f"optree's node kind {kind} is new to this package")
@@ -275,13 +295,6 @@ class Reader:
                 internals.raise_user_error(self.tx, IndexError, "list index out of range")
             parts.append(self.skeleton(now[index], depth + 1))
         return parts
-
-    def maxlen(self, variable: Variable) -> int | None:
-        """A deque's maxlen (see ``reads.deque_maxlen``)."""
-        try:
-            return reads.deque_maxlen(self.tx, variable)
-        except internals.Missing:  # Dynamo 2.5 keeps no maxlen
-            return unsupported(self.what, "this Dynamo does not keep a deque's maxlen")
 
     def order(self, kind: Any, keys: dict[Any, Any]) -> list[Any]:
         import optree
@@ -320,7 +333,7 @@ class Reader:
         import optree
 
         skeleton = self.skeleton(tree)
-        if self.dict_met:
+        if self.dict_met or self.namespace:  # a namespace's own mode shows in its specs
             guard_dict_order(self.tx, self.namespace)
         options = {"none_is_leaf": self.none_is_leaf, "namespace": self.namespace}
         try:

@@ -393,6 +393,28 @@ def guard_id(source: Source) -> None:
     s.install(source.make_guard(s.ID_MATCH))
 
 
+def guard_id_from_the_root(source: Source, value: Any) -> None:
+    """Guards that the value at ``source`` is ``value`` (by identity), checked by the root
+    of Dynamo's guard tree. A guard on an attribute of a dict whose keys Dynamo guards
+    (a defaultdict's ``default_factory``) hangs under the dict's manager, which checks
+    only its items: Dynamo 2.13 and 2.15 never evaluate it. Where this Dynamo cannot
+    add a guard to the root, the plain identity guard."""
+    expected = id(value)
+
+    def create(builder: Any, guard: Any) -> None:
+        name = guard.name
+        code = f"___check_obj_id({name() if callable(name) else name}, {expected})"
+        builder.add_python_lambda_leaf_guard_to_root([code], [code])
+
+    s = sources()
+    from torch._dynamo.guards import GuardBuilder
+
+    if not callable(getattr(GuardBuilder, "add_python_lambda_leaf_guard_to_root", None)):
+        guard_id(source)
+        return
+    s.install(source.make_guard(create))
+
+
 def install_global(tx: Translator, prefix: str, value: Any) -> str:
     """Installs ``value`` as a global of the compiled code; returns its name."""
     return tx.output.install_global_by_id(prefix, value)

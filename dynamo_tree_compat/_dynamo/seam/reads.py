@@ -18,6 +18,7 @@ from .types import Source, Translator, Variable
 
 __all__ = [
     "constant_value",
+    "default_factory",
     "deque_maxlen",
     "dict_class",
     "dict_entries",
@@ -137,6 +138,18 @@ def deque_maxlen(tx: Translator, variable: Variable) -> int | None:
     if held is None or not held.is_python_constant():
         raise Missing("a deque variable's maxlen")
     return held.as_python_constant()
+
+
+def default_factory(tx: Translator, variable: Variable) -> Any:
+    """A defaultdict variable's ``default_factory`` (the object), guarded by identity;
+    :class:`Missing` where the dict has no source (made in the graph: the caller reads
+    the factory's variable)."""
+    source = _source(variable)
+    if source is None:
+        raise Missing("a defaultdict made in the graph")
+    factory = internals.resolve_source(tx, source).default_factory
+    internals.guard_id_from_the_root(internals.sources().Attr(source, "default_factory"), factory)
+    return factory
 
 
 def iterated(tx: Translator, variable: Variable) -> list[Any]:
