@@ -136,7 +136,10 @@ class _Compiled:
         counts.calls += 1
         if TRACE_CALLS:
             print(f"call {self.name}{args!r} {kwargs!r}", flush=True)
-        callbacks = any(callable(a) for a in (*args, *kwargs.values()))
+        # Where an argument is callable (a visitor's side effects) or an iterator (read
+        # once), the call runs once only: compiled.
+        arguments = (*args, *kwargs.values())
+        callbacks = any(callable(a) or iter_is_self(a) for a in arguments)
         try:
             result = self.full(*args, **kwargs)
         except torch._dynamo.exc.Unsupported as error:
@@ -193,6 +196,10 @@ def _function_of(made: types.ModuleType, function: Any, compiled: _Compiled) -> 
         call.__code__, made.__dict__, function.__name__, None, call.__closure__
     )
     made_function.__doc__ = function.__doc__
+    for name, value in getattr(function, "__dict__", {}).items():  # register_pytree_node.get
+        if inspect.isfunction(value) or inspect.isbuiltin(value):
+            value = _Compiled(f"{compiled.name}.{name}", value, compiled.counts, False)
+        setattr(made_function, name, value)
     # A module name not imported: doctest then asks the function's globals.
     made_function.__module__ = f"compiled {made.__name__}"
     made_function.__qualname__ = function.__qualname__

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,13 @@ def verdict(
     compiled: dict[str, Any],
     without: dict[str, Any],
     limits: dict[str, str],
-    of_interest: Any = None,
+    tests: Callable[[str], bool] = lambda test: True,
+    calls: str = "",
 ) -> list[str]:
     """What is wrong with the compiled run (empty: nothing), after printing the counts.
-    ``limits``: test ids that may fail compiled, each with why; ``of_interest``: which
-    test ids are judged (all by default)."""
-    judged = of_interest or (lambda test: True)
+    ``limits``: test ids that may fail compiled, each with why; ``tests``: which test ids
+    are judged; ``calls``: the start of the names of the calls judged (all by default)."""
+    judged = tests
 
     def failing(run: dict[str, Any]) -> set[str]:
         return {test for test in run["failed"] if judged(test)}
@@ -67,7 +69,10 @@ def verdict(
     wrong = []
     if eager["ran"] != compiled["ran"]:
         wrong.append(f"ran {eager['ran']} eagerly, {compiled['ran']} compiled")
-    newly = failing(compiled) - failing(eager) - set(limits)
+    # A test's id, less the parameters unittest shows after it.
+    newly = {
+        test for test in failing(compiled) - failing(eager) if test.split(" (")[0] not in limits
+    }
     wrong += [f"{test}: {compiled['failed'][test]}" for test in sorted(newly)]
-    wrong += compiled["differs_seen"]
+    wrong += [d for d in compiled["differs_seen"] if d.startswith(calls)]
     return wrong

@@ -322,11 +322,15 @@ class Reader:
         children = [self.skeleton(child, depth + 1) for child in items(tx, parts[0])]
         metadata = real(parts[1], self.what)
         try:
-            return entry.unflatten_func(metadata, children)
+            made = entry.unflatten_func(metadata, children)
         except Exception as error:  # noqa: BLE001 - the user's function, on placeholders
             return unsupported(
                 self.what, f"the unflatten function fails on placeholders: {error!r}"
             )
+        cls = getattr(entry, "type", None)
+        if cls is not None and type(made) is not cls:  # optree would read another node
+            return unsupported(self.what, f"the unflatten function makes no {cls.__qualname__}")
+        return made
 
     def flatten(self, tree: Any, with_path: bool) -> tuple[Any, list[Any], Any, Any]:
         """(skeleton, leaf variables in optree's order, real spec, paths or None)."""
