@@ -52,9 +52,10 @@ $(KERAS_NEW_STAMP): pyproject.toml constraints.txt
 
 integration-keras: $(KERAS_STAMP) $(KERAS_NEW_STAMP)
 	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py \
+		tests/integration/test_graph_budget.py \
 		tests/integration/test_keras_fit.py
 	$(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) tests/keras \
-		tests/suites/test_keras_suite.py \
+		tests/suites/test_keras_suite.py tests/integration/test_graph_budget.py \
 		tests/integration/test_keras_fit.py
 
 ## Real RLlib (ray[rllib] 2.60.0) under torch.compile, in its own environment: a PPO

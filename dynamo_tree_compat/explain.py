@@ -35,6 +35,12 @@ EXIT_PROGRAM_FAILED = 3
 CHILD_FLAG = "--_explain-child"
 _ERROR_LINES = 8
 
+#: What a user can do about a break the package itself made (``graph_breaks.OWN_BREAK``).
+_OWN_HINT = (
+    "dynamo-tree-compat ended the graph here on purpose (it stepped aside, or this torch "
+    "cannot do what the call needs; see its docs/coverage.md): a newer torch may keep it "
+    "in the graph; report it if it says it stepped aside"
+)
 # (pattern in the cause, what a user can do), first match wins. The causes are Dynamo's.
 _HINTS: tuple[tuple[str, str], ...] = (
     (
@@ -159,11 +165,16 @@ def hint(cause: str, library: str) -> str:
     'a lock cannot be entered whil'
     >>> hint("Attempted to call function marked as skipped", "keras")[:34]
     'Dynamo does not trace this functio'
+    >>> hint("dynamo-tree-compat stepped aside: x", "keras")[:40]
+    'dynamo-tree-compat ended the graph here '
     """
+    from ._dynamo.graph_breaks import OWN_BREAK, TREE_LIBRARIES
+
+    if OWN_BREAK.search(cause):
+        return _OWN_HINT
     for pattern, text in _HINTS:
         if re.search(pattern, cause):
             return text
-    from ._dynamo.graph_breaks import TREE_LIBRARIES
 
     return _TREE_HINT if library in TREE_LIBRARIES else _DEFAULT_HINT
 

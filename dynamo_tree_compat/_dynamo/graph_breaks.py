@@ -18,6 +18,7 @@ from .seam import internals, patches
 from .seam.log_format import GRAPH_BREAK_LOGGER, graph_break_report, read_graph_break
 
 __all__ = [
+    "OWN_BREAK",
     "TREE_LIBRARIES",
     "GraphBreak",
     "GraphBreakRecorder",
@@ -92,6 +93,12 @@ def _is_machinery(frame: str) -> bool:
 #: The libraries this package makes traceable, as :func:`attribute` names them.
 TREE_LIBRARIES = ("dm-tree", "optree", "torch pytree", "keras.tree")
 _GATE = re.compile(r"(\S+) runs untraced: dynamo-tree-compat is disabled here")
+#: The causes of the breaks the package itself makes, where it steps aside or works
+#: around a Dynamo that cannot do something: the package's, whatever file they are in.
+OWN_BREAK = re.compile(
+    r"dynamo-tree-compat (stepped aside|runs this frame eagerly|runs the call in Python|"
+    r"does not build|does not sort)"
+)
 _FRAME_LINE = re.compile(r'^\s*File "')
 # Products that share one top-level package, named as users know them.
 _PRODUCTS = ((f"ray{os.sep}rllib{os.sep}", "RLlib"),)
@@ -168,10 +175,14 @@ def attribute(message: str, location: str) -> str:
     'dm-tree'
     >>> attribute("Reason: Unsupported context manager", "model.py:4")
     'your code'
+    >>> attribute("Reason: dynamo-tree-compat stepped aside: f", "/v/site-packages/keras/x.py:1")
+    'dynamo-tree-compat'
     """
     gate = _GATE.search(message)
     if gate and library_of_function(gate.group(1)):
         return library_of_function(gate.group(1))
+    if OWN_BREAK.search(cause_text(message)):
+        return "dynamo-tree-compat"
     where = owner(location)
     if where in TREE_LIBRARIES or where == "dynamo-tree-compat":
         return where
