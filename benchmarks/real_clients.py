@@ -102,8 +102,6 @@ def rllib_rows(steps: int) -> list[Row]:
         step_seconds: list[float] = []
 
         def update(step: Callable[[Any], Any]) -> None:
-            if worked_around:  # RLlib's third break: rllib_learner's module text
-                learner.metrics.reset()
             started = time.perf_counter()
             _, losses = step(batch)
             step_seconds.append(time.perf_counter() - started)

@@ -5,8 +5,8 @@ The step is what ``torch_compile_learner=True`` compiles, less the optimizer: RL
 off-policyness metric, ``forward_train`` and ``compute_losses``; backward and the Adam
 step run after it, outside the compiled region.
 
-RLlib's own code has two graph breaks that have nothing to do with dm-tree, and a third
-from the second update on; the worked-around runs remove all three:
+RLlib's own code has two graph breaks that have nothing to do with dm-tree; the
+worked-around runs remove both:
 
 - ``DistributionPartial.from_logits`` assigns ``distribution.__class__ = cls``
   (``rllib/core/distribution/distribution.py``): Dynamo cannot trace ``__class__``
@@ -15,12 +15,12 @@ from the second update on; the worked-around runs remove all three:
 - ``MetricsLogger`` enters ``self._threading_lock`` (``rllib/utils/metrics/
   metrics_logger.py``), a lock object made outside the compiled region, which Dynamo
   cannot enter: the test swaps it for ``contextlib.nullcontext()``.
-- From the second update on, ``MetricsLogger`` appends to the ``deque(maxlen=window)`` of
-  a ``Stats`` it made in an earlier update (``rllib/utils/metrics/stats/series.py``):
-  Dynamo cannot mutate a deque with a ``maxlen`` made outside the graph ("Side effect on
-  existing deque with limited maxlen"), so every later update would break there.
-  :func:`train_once` with ``fresh_metrics=True`` resets the logger before each update,
-  outside the compiled region, so each update logs into an empty logger it fills itself.
+
+From the second update on, ``MetricsLogger`` appends to the ``deque(maxlen=window)`` of
+a ``Stats`` it made in an earlier update. Dynamo traces that; a builder hook this package
+once put on every deque did not ("Side effect on existing deque with limited maxlen", a
+break in every later update), and is gone: deques are left to Dynamo except where a tree
+library flattens one.
 """
 
 from __future__ import annotations
@@ -134,13 +134,8 @@ def training_step(learner: Any) -> Callable[[Any], Any]:
     return step
 
 
-def train_once(
-    learner: Any, step: Callable[[Any], Any], batch: Any, fresh_metrics: bool = False
-) -> dict[str, Any]:
-    """One update: the step, backward, one Adam step. Returns everything to compare;
-    with ``fresh_metrics``, resets the metrics logger first (see the module's text)."""
-    if fresh_metrics:
-        learner.metrics.reset()
+def train_once(learner: Any, step: Callable[[Any], Any], batch: Any) -> dict[str, Any]:
+    """One update: the step, backward, one Adam step. Returns everything to compare."""
     fwd_out, losses = step(batch)
     gradients = learner.compute_gradients(losses)
     grads = [gradient.detach().clone() for gradient in gradients.values()]

@@ -44,7 +44,7 @@ def eager_and_compiled(
     learner = build_learner(spaces, worked_around)
     batches = [make_batch(learner, spaces, seed=1 + index) for index in range(updates)]
     eager_step = training_step(learner)
-    eager = [train_once(learner, eager_step, batch, worked_around) for batch in batches]
+    eager = [train_once(learner, eager_step, batch) for batch in batches]
     graphs = []
 
     def counting_backend(graph_module: Any, example_inputs: Any) -> Any:
@@ -56,7 +56,7 @@ def eager_and_compiled(
     step = torch.compile(training_step(learner), backend=counting_backend, **compile_options)
     compiled, counts = [], []
     for batch in batches:
-        compiled.append(train_once(learner, step, batch, worked_around))
+        compiled.append(train_once(learner, step, batch))
         counts.append(len(graphs))
     return eager, compiled, counts
 
@@ -81,9 +81,10 @@ def test_ppo_learner_step_as_shipped_has_no_dm_tree_breaks() -> None:
 
 @pytest.mark.no_tree_graph_breaks
 def test_ppo_learner_step_is_one_graph_with_rllib_breaks_worked_around() -> None:
-    """One graph per update, three updates. The first fills state RLlib makes lazily
-    (``curr_kl_coeffs_per_module``), so the second compiles once more, on Dynamo's guard
-    on that dict's length; the third reuses the second's graph."""
+    """One graph per update, three updates, the metrics logger kept from one update to
+    the next (its deques with a maxlen made in earlier updates). The first fills state
+    RLlib makes lazily (``curr_kl_coeffs_per_module``), so the second compiles once more,
+    on Dynamo's guard on that dict's length; the third reuses the second's graph."""
     eager, compiled, graphs = eager_and_compiled(
         SINGLE, worked_around=True, updates=3, fullgraph=True
     )

@@ -8,7 +8,7 @@ of the three runs are printed (``pytest -s``).
 
 - dm-tree's ``tree_test.py``, from the installed wheel (a copy outside site-packages);
 - optree's ``tests/``, from the installed release's sdist (downloaded once into
-  ``.cache/suites/``): a seeded sample in CI (``DTC_OPTREE_SAMPLE``, default 300), the
+  ``.cache/suites/``): a seeded sample in CI (``DTC_OPTREE_SAMPLE``, default 120), the
   whole suite with ``DTC_OPTREE_SAMPLE=0``;
 - Keras's ``tree_test.py`` (Keras 3.12 on): ``test_keras_suite.py``.
 """
@@ -57,7 +57,7 @@ def test_dm_trees_suite_passes_compiled(tmp_path: Path) -> None:
 
 #: optree's tests that fail compiled, package or not, with why (none in the samples run).
 OPTREE_LIMITS: dict[str, str] = {}
-OPTREE_SAMPLE = int(os.environ.get("DTC_OPTREE_SAMPLE", "300"))
+OPTREE_SAMPLE = int(os.environ.get("DTC_OPTREE_SAMPLE", "120"))
 OPTREE_SEED = int(os.environ.get("DTC_OPTREE_SEED", "20261205"))
 
 

@@ -267,7 +267,7 @@ class Reader:
                 return collections.defaultdict(factory, pairs)
             return cls(pairs) if kind == Kind.ORDEREDDICT else dict(pairs)
         if kind == Kind.CUSTOM:
-            return self.custom(variable, entry, depth)
+            return self.custom(variable, cls, entry, depth)
         if kind == Kind.LIST and self.predicate is not None:
             parts = self.list_as_it_changes(variable, depth)
         else:
@@ -305,7 +305,7 @@ class Reader:
             return list(keys)
         return optree.utils.total_order_sorted(list(keys))
 
-    def custom(self, variable: Variable, entry: Any, depth: int) -> Any:
+    def custom(self, variable: Variable, cls: type, entry: Any, depth: int) -> Any:
         tx = self.tx
         flatten = entry.flatten_func
         if isinstance(flatten, operator.methodcaller):  # register_pytree_node_class
@@ -327,8 +327,9 @@ class Reader:
             return unsupported(
                 self.what, f"the unflatten function fails on placeholders: {error!r}"
             )
-        cls = getattr(entry, "type", None)
-        if cls is not None and type(made) is not cls:  # optree would read another node
+        # optree would read another node. The node's own class, not the entry's type:
+        # before 0.14 a namedtuple's entry names the namedtuple function.
+        if type(made) is not cls:
             return unsupported(self.what, f"the unflatten function makes no {cls.__qualname__}")
         return made
 

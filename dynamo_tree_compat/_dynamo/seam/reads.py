@@ -54,26 +54,19 @@ def _install(source: Source, *names: str) -> None:
     raise Missing(f"GuardBuilder.{names[0]}")
 
 
-def _current_output() -> Any:
-    """The output graph of the frame Dynamo is tracing in this thread."""
+def _current_tx() -> Translator:
+    """The translator of the frame Dynamo is tracing in this thread."""
     from torch._dynamo.symbolic_convert import InstructionTranslator
 
-    return InstructionTranslator.current_tx().output
+    return InstructionTranslator.current_tx()
 
 
 def dict_entries(variable: Variable) -> list[tuple[Any, Any, Any]]:
     """``(key variable, key tracker, value variable)`` of a dict variable, in its order,
-    guarded as Dynamo guards ``dict.items()``: the keys, and their order."""
-    source = _source(variable)
-    if source is not None:
-        install = getattr(variable, "install_dict_keys_match_guard", None)
-        if callable(install):
-            install()
-        else:  # torch 2.5: the guard kind, by name
-            _install(source, "DICT_KEYS_MATCH", "DICT_KEYS")
-        order = getattr(_current_output(), "guard_on_key_order", None)
-        if isinstance(order, set):  # else the keys guard checks their order itself
-            order.add(source)
+    guarded as Dynamo guards ``dict.keys()`` in Python code: its own ``keys`` is traced
+    (the keys and their order; each release records the order its own way)."""
+    if _source(variable) is not None:
+        variable.call_method(_current_tx(), "keys", [], {})
     return [(tracker.vt, tracker, value) for tracker, value in variable.items.items()]
 
 
