@@ -290,7 +290,7 @@ _OPTREE: dict[str, Callable[[Any], Any]] = {
     "namedtuple_fields": optree.namedtuple_fields,
 }
 
-_PYTREE: dict[str, Callable[[Any], Any]] = {
+_PYTREE: dict[str, Callable[[Any], Any] | None] = {
     "tree_flatten": pytree.tree_flatten,
     "tree_flatten_with_path": pytree.tree_flatten_with_path,
     "tree_unflatten": lambda s: pytree.tree_unflatten(*pytree.tree_flatten(s)),
@@ -308,10 +308,11 @@ _PYTREE: dict[str, Callable[[Any], Any]] = {
     "tree_any": lambda s: pytree.tree_any(_is_tensor, s),
     "tree_all_only": lambda s: pytree.tree_all_only(torch.Tensor, lambda v: True, s),
     "tree_any_only": lambda s: pytree.tree_any_only(int, lambda v: True, s),
-    "tree_is_leaf": pytree.tree_is_leaf,
+    "tree_is_leaf": getattr(pytree, "tree_is_leaf", None),  # torch 2.6 on
     "keystr": lambda s: [pytree.keystr(path) for path, _ in pytree.tree_leaves_with_path(s)],
-    "is_namedtuple_instance": pytree.is_namedtuple_instance,
+    "is_namedtuple_instance": getattr(pytree, "is_namedtuple_instance", None),  # 2.6 on
 }
+_PYTREE_HERE = {name: call for name, call in _PYTREE.items() if call is not None}
 
 
 def _keras_calls() -> dict[str, Callable[[Any], Any]]:
@@ -341,6 +342,6 @@ def _keras_calls() -> dict[str, Callable[[Any], Any]]:
 CALLS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "dm-tree": _DMTREE,
     "optree": _OPTREE,
-    "torch pytree": _PYTREE,
+    "torch pytree": _PYTREE_HERE,
     "keras.tree": _keras_calls(),
 }
