@@ -250,14 +250,19 @@ def measure(leaves: int, repeats: int, slow: bool) -> dict[str, float]:
 
 
 def _dynamo_own() -> set[str]:
-    """torch pytree rows where this Dynamo has its own fast path (issue 32: it stays
-    Dynamo's), asked by the package's capabilities."""
+    """torch pytree rows where this Dynamo's own fast path stays (issue 32), asked by the
+    package's capabilities: the fast path exists, and gives eager's answer (a defaultdict
+    kept, a graph not reused for keys in another order; else the package takes the map)."""
     rows = {
         "torch pytree tree_map": "tree_map_fast_path",
         "torch pytree tree_map_only": "tree_map_only_fast_path",
         "torch pytree tree_map_with_path": "tree_map_with_path_fast_path",
     }
-    return {row for row, capability in rows.items() if _dynamo.capability(capability)}
+    right = all(
+        _dynamo.capability(name)
+        for name in ("tree_map_fast_path_keeps_defaultdict", "tree_map_fast_path_guards_key_order")
+    )
+    return {row for row, capability in rows.items() if right and _dynamo.capability(capability)}
 
 
 def _goal(name: str, ratio: float, anchor_ratio: float, path_anchor_ratio: float) -> str:
