@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,16 @@ SINGLE = {"default_policy": (OBSERVATIONS, NESTED_ACTIONS)}
 MULTI = {"p0": (OBSERVATIONS, NESTED_ACTIONS), "p1": (OBSERVATIONS, OTHER_ACTIONS)}
 
 
+def counting(graphs: list[Any]) -> Callable[[Any, Any], Any]:
+    """A backend that appends each graph it is given to ``graphs`` and runs it as is."""
+
+    def backend(graph_module: Any, example_inputs: Any) -> Any:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    return backend
+
+
 def eager_and_compiled(
     spaces: dict[str, Any], worked_around: bool, updates: int = 1, **compile_options: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
@@ -46,15 +57,10 @@ def eager_and_compiled(
     batches = [make_batch(learner, spaces, seed=1 + index) for index in range(updates)]
     eager_step = training_step(learner)
     eager = [train_once(learner, eager_step, batch) for batch in batches]
-    graphs = []
-
-    def counting_backend(graph_module: Any, example_inputs: Any) -> Any:
-        graphs.append(graph_module)
-        return graph_module.forward
-
+    graphs: list[Any] = []
     torch._dynamo.reset()
     learner = build_learner(spaces, worked_around)
-    step = torch.compile(training_step(learner), backend=counting_backend, **compile_options)
+    step = torch.compile(training_step(learner), backend=counting(graphs), **compile_options)
     compiled, counts = [], []
     for batch in batches:
         compiled.append(train_once(learner, step, batch))
@@ -107,10 +113,6 @@ def whole_updates(package_on: bool, updates: int = 3) -> tuple[list[Any], list[i
     graphs compiled so far after each, and the breaks recorded."""
     graphs: list[Any] = []
 
-    def counting_backend(graph_module: Any, example_inputs: Any) -> Any:
-        graphs.append(graph_module)
-        return graph_module.forward
-
     def run(compiled: bool) -> tuple[list[Any], list[int]]:
         torch._dynamo.reset()
         learner = build_learner(SINGLE, worked_around=True)
@@ -123,11 +125,11 @@ def whole_updates(package_on: bool, updates: int = 3) -> tuple[list[Any], list[i
             return losses
 
         if compiled:
-            update = torch.compile(update, backend=counting_backend)
+            update = torch.compile(update, backend=counting(graphs))
         results, counts = [], []
+        module = learner.module["default_policy"]
         for batch in batches:
             losses = update(batch)
-            module = learner.module["default_policy"]
             parameters = [p.detach().clone() for p in module.parameters()]
             results.append(({key: loss.detach() for key, loss in losses.items()}, parameters))
             counts.append(len(graphs))
