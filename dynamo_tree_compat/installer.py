@@ -262,6 +262,13 @@ def _install_helpers() -> None:
                 ),
                 (sort, optree_twins.total_order_sorted, False),
             ]
+            # Its caller for a dict's items passes a key Dynamo 2.5 cannot call.
+            try:
+                from optree.registry import _sorted_items
+            except ImportError:  # an optree without it sorts in its flatten functions
+                pass
+            else:
+                pair.append((_sorted_items, optree_twins.sorted_items, False))
         except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
             _dynamo.LOG.warning("could not stand in for optree's key sort: %r", error)
             return

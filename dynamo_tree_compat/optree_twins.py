@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "broadcast_common_with_treespec",
+    "sorted_items",
     "total_order",
     "total_order_sorted",
     "tree_broadcast_common",
@@ -221,6 +222,20 @@ def total_order_sorted(
     sequence = list(iterable)
     keys = sequence if key is None else [key(item) for item in sequence]
     return [sequence[index] for index in total_order(keys, reverse)]
+
+
+def sorted_items(items: Any, /) -> list[Any]:
+    """optree's registry ``_sorted_items``: the items in their keys' total order, by a
+    key function Dynamo 2.5 can call (optree's own passes an ``operator.itemgetter``).
+
+    >>> sorted_items({"b": 2, 1: 0}.items())
+    [(1, 0), ('b', 2)]
+    """
+    return total_order_sorted(items, key=_first)
+
+
+def _first(pair: Any) -> Any:
+    return pair[0]
 
 
 def _map_in_place(

@@ -3,7 +3,8 @@
 While the mode is on, Dynamo reads a real ``optree.PyTreeSpec`` that comes in (an
 argument, a global) as this package's spec variable; where a tree function reads it
 (``common.scope``), an ``operator.methodcaller`` as a callable and an object that lies
-about its class as the object it is; a structure too deep for Dynamo's own recursion
+about its class as the object it is, and optree's registry entry as a variable Dynamo
+2.5 can guard; a structure too deep for Dynamo's own recursion
 runs its frame eagerly.
 Each hook steps aside to Dynamo's own code on an unexpected error of its own.
 """
@@ -17,7 +18,13 @@ from typing import Any
 from .common.guards import flag_is_on, guard_flag, spec_text_source
 from .common.reading import dynamo_own_errors, too_deep
 from .common.scope import for_a_tree
-from .optree.spec import is_spec_method, method_caller_class, spec_method_class, spec_variable_class
+from .optree.spec import (
+    entry_variable_class,
+    is_spec_method,
+    method_caller_class,
+    spec_method_class,
+    spec_variable_class,
+)
 from .runtime import step_aside
 from .seam import capabilities, frames, internals, patches
 from .seam.types import Builder, Translator
@@ -56,6 +63,14 @@ def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
                 internals.guard_id(source)
             return spec_variable_class()(value, source=source)
         return None
+    entry_type = getattr(sys.modules.get("optree.registry"), "PyTreeNodeRegistryEntry", None)
+    if type(value) is entry_type and flag_is_on(flag_path) and for_a_tree(tx):
+        # optree's registry entry, a local of optree's code resumed after a break: its
+        # class by identity (read as an attribute: Dynamo 2.5 turns a guard on type() into
+        # one on the entry), its fields where they are read (see entry_variable_class).
+        internals.guard_id(internals.sources().Attr(source, "__class__"))
+        guard_flag(tx, flag_path)
+        return entry_variable_class()(value, source=source)
     if _lies_about_its_class(value) and flag_is_on(flag_path) and for_a_tree(tx):
         # Dynamo takes it for the container it claims to be, and fails on it.
         internals.guard_type(source)

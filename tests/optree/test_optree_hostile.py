@@ -272,8 +272,74 @@ def test_keys_that_are_no_constants_break_the_graph_where_sorting_them_would_fai
     if _dynamo.capability("sort_raises_cleanly"):
         pytest.skip(f"torch {torch.__version__}: Dynamo's own sort raises the TypeError cleanly")
     stood_in = [helper for helper, _ in installer._optree_helpers]
-    assert stood_in == [optree_twins.total_order, optree.utils.total_order_sorted]
+    # optree's sort of a dict's items (for tree_flatten_one_level) passes a key function
+    # Dynamo 2.5 cannot call, an operator.itemgetter: it has its stand-in too.
+    sorts_items = getattr(optree.registry, "_sorted_items", None)
+    assert stood_in == [
+        optree_twins.total_order,
+        optree.utils.total_order_sorted,
+        *([sorts_items] if sorts_items else []),
+    ]
     x = torch.ones(1)
     assert compiled(lambda x: optree_twins.total_order(["b", 1, "a"]))(x) == [1, 2, 0]
     with pytest.raises(torch._dynamo.exc.Unsupported, match="does not sort these dict keys"):
         compiled(lambda x: optree_twins.total_order([x, x]))(x)
+    if sorts_items:
+        assert_like_eager(lambda x: sorts_items({"b": x, 1: 2 * x, "a": 3 * x}.items()), x)
+
+
+class _Box(torch.nn.Module):
+    """A node whose flatten function breaks the graph: optree's frame resumes after it.
+    (A module: Dynamo traces a frame that holds one, as it does one that holds a tensor.)"""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__()
+        self.value = value
+
+
+class _OtherBox(_Box):
+    pass
+
+
+def _breaking_flatten(tag: str) -> Callable[[_Box], Any]:
+    def flatten(box: _Box) -> Any:
+        torch._dynamo.graph_break()
+        return [box.value], tag
+
+    return flatten
+
+
+def test_a_registry_entry_held_across_a_break_is_guarded_by_what_is_read() -> None:
+    """optree's ``tree_flatten_one_level`` holds the class's registry entry while the
+    flatten function breaks the graph; the frame that resumes reads the entry's fields.
+    Dynamo 2.5 on Python 3.10 fails on any guard on the entry itself (an internal error):
+    the package guards its class and each field read. Another class, and the same class
+    registered again, resume at the same place with another entry: each gets its own
+    answer."""
+    namespace = "dtc-entry"
+
+    def register(cls: type, tag: str) -> None:
+        optree.register_pytree_node(
+            cls,
+            _breaking_flatten(tag),
+            lambda meta, children, tag=tag: (tag, meta, children),
+            namespace=namespace,
+        )
+
+    def call(box: _Box) -> Any:
+        children, meta, entries, unflatten = optree.tree_flatten_one_level(box, namespace=namespace)
+        return children, meta, entries, unflatten(meta, children)
+
+    compiled_call = torch.compile(call, backend="eager")
+    register(_Box, "box")
+    register(_OtherBox, "other")
+    try:
+        for cls, again in ((_Box, None), (_OtherBox, None), (_Box, "box again")):
+            if again is not None:
+                optree.unregister_pytree_node(cls, namespace=namespace)
+                register(cls, again)
+            box = cls(torch.ones(2))
+            assert_same_ending(outcome(call, box), outcome(compiled_call, box))
+    finally:
+        for cls in (_Box, _OtherBox):
+            optree.unregister_pytree_node(cls, namespace=namespace)

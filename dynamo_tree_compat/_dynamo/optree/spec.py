@@ -1,4 +1,5 @@
-"""optree's PyTreeSpec, and ``operator.methodcaller``, as Dynamo variables.
+"""optree's PyTreeSpec, its registry entry, and ``operator.methodcaller``, as Dynamo
+variables.
 
 A spec is a constant of the graph: what depends on the spec alone runs while tracing
 on the real spec; ``unflatten``, ``flatten_up_to``, ``walk``, ``traverse`` and
@@ -7,6 +8,7 @@ on the real spec; ``unflatten``, ``flatten_up_to``, ``walk``, ``traverse`` and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from . import reader as optree_reader
 from .reader import Reader, Slot, call, from_skeleton, items, real, unflatten
 
 __all__ = [
+    "entry_variable_class",
     "is_spec_method",
     "method_caller_class",
     "spec_method_class",
@@ -37,6 +40,8 @@ def wrap(tx: Translator, value: Any) -> Any:
     cls = type(value)
     if cls is optree.PyTreeSpec:
         return spec_variable_class()(value)
+    if cls is getattr(optree.registry, "PyTreeNodeRegistryEntry", None):
+        return entry_variable_class()(value)
     if cls is list:
         return making.new_list([wrap(tx, item) for item in value])
     if cls is tuple:
@@ -137,6 +142,36 @@ def spec_variable_class() -> type:
                 return unsupported("PyTreeSpec.__hash__", f"optree raises {error!r}")
 
     return TreeSpecVariable
+
+
+@_class_once
+def entry_variable_class() -> type:
+    """Dynamo's variable for optree's registry entry of a class (``register_pytree_node.get``).
+
+    Dynamo 2.5 on Python 3.10 fails to make any guard on an entry (an internal error: a
+    dataclass with slots claims weak references there), so none is made on the entry
+    itself. One the C layer's handler gives follows from the class and the namespace,
+    which the registry's guard holds (:func:`~..common.guards.guard_registration`); one
+    that comes in (a frame resumed after a break) has a source, and each field it is read
+    for is guarded at its own source, as Dynamo guards the read.
+    """
+
+    class RegistryEntryVariable(HeldConstant, _holding_variable_class()):  # type: ignore[misc]
+        """A real registry entry; its fields are read while tracing."""
+
+        def python_type(self) -> type:
+            return type(self.value)
+
+        @breaks_on_error("optree registry entry attribute")
+        def var_getattr(self, tx: Translator, name: str) -> Any:
+            if name not in {field.name for field in dataclasses.fields(self.value)}:
+                return unsupported(f"PyTreeNodeRegistryEntry.{name}", "not one of its fields")
+            value, source = getattr(self.value, name), internals.read(self, "source", None)
+            if source is None:
+                return wrap(tx, value)
+            return internals.build_at(tx, internals.sources().Attr(source, name), value)
+
+    return patches.with_slot_names(RegistryEntryVariable)
 
 
 def is_spec_method(value: Any) -> bool:

@@ -423,9 +423,14 @@ def install_global(tx: Translator, prefix: str, value: Any) -> str:
 def build(tx: Translator, name: str, value: Any) -> Any:
     """Dynamo's variable for ``value``, read through the global ``name`` (so what it holds
     has a source, and guards)."""
+    return build_at(tx, sources().Global(name), value)
+
+
+def build_at(tx: Translator, source: Source, value: Any) -> Any:
+    """Dynamo's variable for ``value``, read at ``source``: guarded as Dynamo guards it."""
     from torch._dynamo.variables.builder import VariableBuilder
 
-    return VariableBuilder(tx, sources().Global(name))(value)
+    return VariableBuilder(tx, source)(value)
 
 
 def build_lazily(tx: Translator, prefix: str, values: list[Any]) -> list[Any]:
