@@ -1,9 +1,11 @@
-"""Hypothesis profiles: a quick one for CI (the default) and a long one behind DTC_FUZZ=long."""
+"""Hypothesis profiles: a quick one for CI (the default) and a long one behind DTC_FUZZ=long;
+the long-running tests first."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -34,3 +36,23 @@ settings.load_profile(os.environ.get("DTC_FUZZ") or "ci")
 # torch outside the supported releases only where `make matrix-torch-outside` runs them.
 collect_ignore = [] if os.environ.get("DTC_MATRIX") else ["matrix"]
 collect_ignore += [] if os.environ.get("DTC_OUTSIDE") else ["outside"]
+
+#: Tests that take minutes (compiling whole suites, deep chains, Keras's fit, the watch on
+#: Dynamo's objects): run first, so that pytest-xdist's processes share them, rather than
+#: one running the last of them while the other waits.
+LONG_RUNNING = (
+    "tests/suites/",
+    "tests/dmtree/test_dmtree_built_inside.py",
+    "tests/internals/test_seam_reads.py",
+    "tests/integration/test_keras_fit.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long-running tests first, in the order above, each group as collected."""
+
+    def rank(item: pytest.Item) -> int:
+        found = (i for i, start in enumerate(LONG_RUNNING) if item.nodeid.startswith(start))
+        return next(found, len(LONG_RUNNING))
+
+    items.sort(key=rank)

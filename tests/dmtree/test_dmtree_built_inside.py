@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dynamo_tree_compat import config, dmtree
@@ -330,14 +330,23 @@ DEEP_CASES = [
 ]
 
 
-def _with_deep_cases(test: Callable[..., None]) -> Callable[..., None]:
-    for case in DEEP_CASES:
-        test = example(case=case)(test)
-    return test
+@pytest.mark.parametrize(
+    "case",
+    DEEP_CASES,
+    ids=[f"{i}-{'-'.join(kinds[:2])}" for i, (_, kinds, _) in enumerate(DEEP_CASES)],
+)
+def test_every_function_on_chains_built_inside(case: tuple[Spec, tuple[str, ...], int]) -> None:
+    """The fixed deep cases, each a test of its own (minutes of compiling together, which
+    pytest-xdist's processes share)."""
+    check(*case)
 
 
-@_with_deep_cases
-@settings(max_examples=COMPILED_EXAMPLES, deadline=None)
+#: Each drawn structure compiles every dm-tree function: half the compiled fuzz tests'
+#: count (5 in CI; the long profile's 2,000 with DTC_FUZZ=long).
+BUILT_INSIDE_EXAMPLES = COMPILED_EXAMPLES if LONG else max(1, COMPILED_EXAMPLES // 2)
+
+
+@settings(max_examples=BUILT_INSIDE_EXAMPLES, deadline=None)
 @given(case=cases())
 def test_every_function_on_structures_built_inside(
     case: tuple[Spec, tuple[str, ...], int],
@@ -347,7 +356,7 @@ def test_every_function_on_structures_built_inside(
 
 def test_deep_plain_chain_through_the_twins() -> None:
     """With the fast path off, the twins trace DEEP_PLAIN's chain too (in CI 300 deep,
-    for time; to the limit with DTC_FUZZ=long). The fast path takes it in the examples."""
+    for time; to the limit with DTC_FUZZ=long). The fast path takes it in the deep cases."""
     inner, kinds, cut = DEEP_PLAIN
     saved, config.fast_path = config.fast_path, False
     try:
