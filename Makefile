@@ -20,12 +20,13 @@ doctor: $(STAMP)
 	$(BIN)/python -m dynamo_tree_compat
 
 ## The test suite, with the quick hypothesis profile, and the linter. The tests are
-## independent: pytest-xdist runs them in WORKERS processes (2, the CI machine's cores).
+## independent: pytest-xdist runs them in WORKERS processes (2, the CI machine's cores),
+## handing out two at a time, so that the long-running ones, first, go to both.
 WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q -n $(WORKERS)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk=2
 
 ## Keras 3.0.5 under torch.compile, in its own environment (it needs numpy<2): a model's
 ## forward, and fit/evaluate/predict with jit_compile=True. (Keras 3.11.3, the optree
@@ -38,8 +39,10 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 	touch $(KERAS_STAMP)
 
 ## Keras 3.15.1 (keras.tree over torch's pytree) with torch 2.13.0, in its own environment:
-## every keras.tree function compiled, Keras's own tree_test.py compiled (tests/keras), and
-## fit/evaluate/predict with jit_compile=True (tests/integration/test_keras_fit.py).
+## Keras's own tree_test.py compiled, the models' graph budget, and fit/evaluate/predict
+## with jit_compile=True (tests/integration/test_keras_fit.py). Every keras.tree function
+## compiled (tests/keras) runs on Keras 3.15.1 in the torch matrix (2.15.0), and on
+## Keras 3.11.3 in make test.
 KERAS_NEW_VENV ?= .venv-keras-new
 KERAS_NEW_STAMP := $(KERAS_NEW_VENV)/.installed
 $(KERAS_NEW_STAMP): pyproject.toml constraints.txt
@@ -54,9 +57,9 @@ integration-keras: $(KERAS_STAMP) $(KERAS_NEW_STAMP)
 	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py \
 		tests/integration/test_graph_budget.py \
 		tests/integration/test_keras_fit.py
-	$(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) tests/keras \
-		tests/suites/test_keras_suite.py tests/integration/test_graph_budget.py \
-		tests/integration/test_keras_fit.py
+	$(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) \
+		--maxschedchunk=2 tests/suites/test_keras_suite.py \
+		tests/integration/test_graph_budget.py tests/integration/test_keras_fit.py
 
 ## Real RLlib (ray[rllib] 2.60.0) under torch.compile, in its own environment: a PPO
 ## learner built by RLlib, its training step compiled (tests/integration/test_rllib.py).

@@ -39,7 +39,9 @@ collect_ignore += [] if os.environ.get("DTC_OUTSIDE") else ["outside"]
 
 #: Tests that take minutes (compiling whole suites, deep chains, Keras's fit, the watch on
 #: Dynamo's objects): run first, so that pytest-xdist's processes share them, rather than
-#: one running the last of them while the other waits.
+#: one running the last of them while the other waits. (``make test`` hands out two tests
+#: at a time, ``--maxschedchunk=2``: in xdist's first batches, one process would get them
+#: all.)
 LONG_RUNNING = (
     "tests/suites/",
     "tests/dmtree/test_dmtree_built_inside.py",
