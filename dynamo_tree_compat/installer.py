@@ -254,7 +254,7 @@ def _install_helpers() -> None:
         # optree's own flatten functions for dicts sort keys of any types. One unit: the
         # sort's stand-in calls total_order, which without its own would call the sort.
         try:
-            pair = [
+            unit = [
                 (
                     optree_twins.total_order,
                     _breaking(optree_twins.total_order, _UNSORTED_KEYS),
@@ -268,11 +268,11 @@ def _install_helpers() -> None:
             except ImportError:  # an optree without it sorts in its flatten functions
                 pass
             else:
-                pair.append((_sorted_items, optree_twins.sorted_items, False))
+                unit.append((_sorted_items, optree_twins.sorted_items, False))
         except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
             _dynamo.LOG.warning("could not stand in for optree's key sort: %r", error)
             return
-        _optree_helpers.extend(_substitute_helpers(pair))
+        _optree_helpers.extend(_substitute_helpers(unit))
 
 
 def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]:

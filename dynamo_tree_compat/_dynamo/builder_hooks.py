@@ -20,6 +20,7 @@ from .common.reading import dynamo_own_errors, too_deep
 from .common.scope import for_a_tree
 from .optree.spec import (
     entry_variable_class,
+    is_registry_entry,
     is_spec_method,
     method_caller_class,
     spec_method_class,
@@ -63,8 +64,7 @@ def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
                 internals.guard_id(source)
             return spec_variable_class()(value, source=source)
         return None
-    entry_type = getattr(sys.modules.get("optree.registry"), "PyTreeNodeRegistryEntry", None)
-    if type(value) is entry_type and flag_is_on(flag_path) and for_a_tree(tx):
+    if is_registry_entry(value) and flag_is_on(flag_path) and for_a_tree(tx):
         # optree's registry entry, a local of optree's code resumed after a break: its
         # class by identity (read as an attribute: Dynamo 2.5 turns a guard on type() into
         # one on the entry), its fields where they are read (see entry_variable_class).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from .reader import Reader, Slot, call, from_skeleton, items, real, unflatten
 
 __all__ = [
     "entry_variable_class",
+    "is_registry_entry",
     "is_spec_method",
     "method_caller_class",
     "spec_method_class",
@@ -40,7 +42,7 @@ def wrap(tx: Translator, value: Any) -> Any:
     cls = type(value)
     if cls is optree.PyTreeSpec:
         return spec_variable_class()(value)
-    if cls is getattr(optree.registry, "PyTreeNodeRegistryEntry", None):
+    if is_registry_entry(value):
         return entry_variable_class()(value)
     if cls is list:
         return making.new_list([wrap(tx, item) for item in value])
@@ -172,6 +174,17 @@ def entry_variable_class() -> type:
             return internals.build_at(tx, internals.sources().Attr(source, name), value)
 
     return patches.with_slot_names(RegistryEntryVariable)
+
+
+def is_registry_entry(value: Any) -> bool:
+    """Whether ``value`` is an entry of optree's registry (optree loaded, never imported).
+
+    >>> import optree
+    >>> is_registry_entry(optree.register_pytree_node.get(list)), is_registry_entry(list)
+    (True, False)
+    """
+    entry = getattr(sys.modules.get("optree.registry"), "PyTreeNodeRegistryEntry", None)
+    return entry is not None and type(value) is entry
 
 
 def is_spec_method(value: Any) -> bool:
