@@ -11,7 +11,10 @@ its eager backward and Adam step; for Keras, a fit epoch, and how far the compil
 model's trained weights are from eager's and, with the package, from the compiled
 model's without it (the largest difference of a weight). A row whose program fails says so.
 
-    python benchmarks/real_clients.py [--steps 30] [--only rllib|keras]
+    python benchmarks/real_clients.py [--steps 30] [--only rllib|keras|keras-forward]
+
+``keras-forward``: a Sequential model's forward under ``torch.compile(model)`` (the model
+of the Keras 3.0.5 issue), with Keras 3.0's own breaks also worked around where it is 3.0.
 
 Needs ray[rllib] and keras 3.11.3 in one environment: ``make benchmark-real-clients``.
 ``--only keras`` runs any Keras (Keras 3.15.1: ``.venv-keras-new/bin/python
@@ -241,6 +244,51 @@ def _keras_model_rows(name: str, build: Callable[[], Any], x: Any, y: Any) -> li
     return rows
 
 
+def keras_forward_rows(steps: int) -> list[Row]:
+    """A Sequential model's forward (Dense, ReLU, Dense, LayerNormalization, Dense) under
+    ``torch.compile(model)``, compiled over eager; with Keras 3.0, also with Keras's own
+    three breaks worked around (``tests/integration/keras_workarounds.py``), as
+    ``explain`` tells a user to."""
+    import contextlib
+
+    import keras
+
+    from tests.integration.keras_workarounds import (
+        keras_breaks_worked_around,
+        model_worked_around,
+    )
+
+    x = torch.randn(8, 12, generator=torch.Generator().manual_seed(0))
+
+    def build() -> Any:
+        keras.utils.set_random_seed(0)
+        layers = [keras.layers.Dense(32), keras.layers.ReLU(), keras.layers.Dense(32)]
+        layers += [keras.layers.LayerNormalization(), keras.layers.Dense(3)]
+        return keras.Sequential([keras.Input((12,)), *layers])
+
+    def run(worked_around: bool) -> Callable[[], tuple[float, float]]:
+        def measured() -> tuple[float, float]:
+            scope = keras_breaks_worked_around() if worked_around else contextlib.nullcontext()
+            with scope:
+                model = build()
+                if worked_around:
+                    model_worked_around(model)
+                eager = _timed(lambda: model(x), steps)
+                compiled = torch.compile(model)
+                started = time.perf_counter()
+                compiled(x)
+                compile_seconds = time.perf_counter() - started
+                return compile_seconds, _timed(lambda: compiled(x), steps) / eager
+
+        return measured
+
+    label = f"Keras {keras.__version__} forward (Sequential)"
+    rows = [_measure(label, package, run(False)) for package in ("off", "on")]
+    if keras.__version__.startswith("3.0."):
+        rows.append(_measure(f"{label}, Keras's breaks worked around", "on", run(True)))
+    return rows
+
+
 def _pytree_fast_path_calls() -> int:
     """How many torch-pytree calls this package's fast path has taken in this process."""
     taken = _dynamo.counted(_dynamo.Event.TAKEN)
@@ -250,7 +298,7 @@ def _pytree_fast_path_calls() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30, help="timed steps per round")
-    parser.add_argument("--only", choices=["rllib", "keras"])
+    parser.add_argument("--only", choices=["rllib", "keras", "keras-forward"])
     options = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.platform()}")
     print(f"torch {torch.__version__}, python {platform.python_version()}, inductor on CPU\n")
@@ -259,6 +307,8 @@ def main() -> None:
         rows += rllib_rows(options.steps)
     if options.only in (None, "keras"):
         rows += keras_rows(options.steps)
+    if options.only in (None, "keras-forward"):
+        rows += keras_forward_rows(options.steps * 10)
     header = ["client", "package", "graphs", "breaks (tree)", "compile s"]
     header += ["step: compiled / eager", "update: compiled / eager", "max |w - eager w|"]
     header += ["max |w - w off|", "torch pytree fast path"]

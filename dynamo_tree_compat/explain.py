@@ -9,9 +9,9 @@ passes, and even if it clears Dynamo's counters) and records every graph break.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
-import re
 import runpy
 import subprocess
 import sys
@@ -20,12 +20,12 @@ import traceback
 from typing import Any
 
 from . import config, console, recording
+from .hints import hint, text_and_places, upgrades
 
 __all__ = [
     "CHILD_FLAG",
     "EXIT_PROGRAM_FAILED",
     "explain",
-    "hint",
     "run_child",
 ]
 
@@ -34,97 +34,6 @@ EXIT_BREAKS_REMAIN = 1
 EXIT_PROGRAM_FAILED = 3
 CHILD_FLAG = "--_explain-child"
 _ERROR_LINES = 8
-
-#: What a user can do about a break the package itself made (``graph_breaks.OWN_BREAK``).
-_OWN_HINT = (
-    "dynamo-tree-compat ended the graph here on purpose (it stepped aside, or this torch "
-    "cannot do what the call needs; see its docs/coverage.md): a newer torch may keep it "
-    "in the graph; report it if it says it stepped aside"
-)
-# (pattern in the cause, what a user can do), first match wins. The causes are Dynamo's.
-_HINTS: tuple[tuple[str, str], ...] = (
-    (
-        r"dynamo-tree-compat is disabled here",
-        "the package is off for this call: remove DYNAMO_TREE_COMPAT=0 or the disabled() "
-        "scope around it",
-    ),
-    (
-        r"__class__ assignment",
-        "assigning obj.__class__ is not traceable: create the object as that class (e.g. "
-        "call the parent's classmethod with cls), or move it out of the compiled region",
-    ),
-    (
-        r"(?is)(context manager|BEFORE_WITH|SETUP_WITH).*lock",
-        "a lock cannot be entered while tracing: take it outside the compiled region, or "
-        "swap it for contextlib.nullcontext() while torch.compiler.is_compiling()",
-    ),
-    (
-        r"(?i)unsupported context manager|BEFORE_WITH|SETUP_WITH",
-        "Dynamo cannot enter this context manager: enter it outside the compiled region",
-    ),
-    (
-        r"(?i)zero_grad|Optimizer\.",
-        "torch skips tracing the optimizer (zero_grad, step): call it outside the compiled region",
-    ),
-    (
-        r"(?i)marked as skipped|skip_files|skipped function|torch\._dynamo\.disable|"
-        r"torch\.compiler\.disable",
-        "Dynamo does not trace this function: call it outside the compiled region, or "
-        "wrap the helper in torch.compiler.disable so that the break is deliberate",
-    ),
-    (
-        r"(?i)item\(\)|Tensor\.item|tolist|scalar output|capture_scalar_outputs",
-        "a tensor's value is read into Python (.item(), float(t), .tolist()): keep it a "
-        "tensor, or set torch._dynamo.config.capture_scalar_outputs = True",
-    ),
-    (
-        r"(?i)data[- ]dependent|generic_jump|jump.*tensor|branch",
-        "Python control flow depends on a tensor's value: use torch.where or torch.cond, "
-        "or make the decision outside the compiled region",
-    ),
-    (
-        r"(?i)backward",
-        "backward() inside the compiled region: compile the forward and the loss, and "
-        "call backward() outside (or use compiled autograd)",
-    ),
-    (
-        r"(?i)numpy|ndarray",
-        "numpy inside the compiled region: use torch ops, or convert outside it",
-    ),
-    (
-        r"(?i)nonzero|boolean mask|data-dependent (output )?shape|dynamic shape operator",
-        "indexing with a mask (x[mask]) or nonzero() gives a shape that depends on the "
-        "data: use torch.where, or set torch._dynamo.config.capture_dynamic_output_shape_ops "
-        "= True",
-    ),
-    (
-        r"(?i)list_iterator|\bnext\(|iterator",
-        "next() on an iterator: index the list, or iterate it with a for loop",
-    ),
-    (
-        r"(?i)graph_break\(\)|User-inserted graph break",
-        "an explicit torch._dynamo.graph_break(): remove it if it is not needed",
-    ),
-    (
-        r"(?i)failed to trace builtin operator",
-        "Dynamo cannot call this builtin with these arguments (e.g. min() over a "
-        "generator): rewrite the call, or move it out of the compiled region",
-    ),
-    (
-        r"(?i)\bprint\b|logging|logger",
-        "printing or logging while compiled: move it out, or list the function in "
-        "torch._dynamo.config.reorderable_logging_functions",
-    ),
-)
-_TREE_HINT = (
-    "a tree call this package does not cover here: see `python -m dynamo_tree_compat "
-    "--all`, and please report it"
-)
-_DEFAULT_HINT = (
-    "see the full report with TORCH_LOGS=graph_breaks; moving this code out of the "
-    "compiled region, or torch.compiler.disable on it, makes the break deliberate"
-)
-
 
 #: Dynamo's own crash while it builds the function that resumes after a graph break
 #: inside a ``with`` block (torch 2.13 to 2.15 at least).
@@ -156,27 +65,6 @@ def diagnose(error: list[str] | None, breaks: list[dict[str, Any]]) -> str | Non
         "loss, or labels already tensors, so that convert_to_tensor calls no numpy), or "
         "compile less: torch.compiler.disable on the function with the `with` block."
     )
-
-
-def hint(cause: str, library: str) -> str:
-    """One line on what a user can do about a graph break, from Dynamo's cause.
-
-    >>> hint("Unsupported context manager: a `lock` context manager", "RLlib")[:29]
-    'a lock cannot be entered whil'
-    >>> hint("Attempted to call function marked as skipped", "keras")[:34]
-    'Dynamo does not trace this functio'
-    >>> hint("dynamo-tree-compat stepped aside: x", "keras")[:40]
-    'dynamo-tree-compat ended the graph here '
-    """
-    from ._dynamo.graph_breaks import OWN_BREAK, TREE_LIBRARIES
-
-    if OWN_BREAK.search(cause):
-        return _OWN_HINT
-    for pattern, text in _HINTS:
-        if re.search(pattern, cause):
-            return text
-
-    return _TREE_HINT if library in TREE_LIBRARIES else _DEFAULT_HINT
 
 
 # --- The child: one run of the program ----------------------------------------------
@@ -256,8 +144,9 @@ def _merged(processes: list[dict[str, Any]]) -> dict[str, Any]:
     breaks = []
     for record in processes:
         for item in record["breaks"]:
-            cause = item.pop("cause", "")
-            item["hint"] = hint(f"{item['reason']}\n{cause}", item["library"])
+            item["text"], item["places"] = text_and_places(item)
+            item["hint"] = hint(item["text"], item["library"], item["places"])
+            del item["cause"], item["frames"]
             item["process"] = record.get("role", "?")
             breaks.append(item)
     counted = [record["graphs"] for record in processes if record.get("graphs") is not None]
@@ -297,6 +186,8 @@ def _rows(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]
             "with": with_package,
             "removed": with_package == 0,
             "hint": item["hint"],
+            "text": item["text"],
+            "places": item["places"],
         }
         for (location, reason, library), (without, with_package, item) in sorted(groups.items())
     ]
@@ -323,6 +214,34 @@ def _processes(processes: dict[str, list[dict[str, Any]]]) -> list[str]:
     ]
     header = ["package", "process", "pid", "graphs", "graph breaks"]
     return ["", "each process:", console.table(rows, header)]
+
+
+def _remaining_by_library(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The breaks that remain with the package: how many each library's code has, and
+    for each library the one release that removes the most of them (each release found
+    by running it: ``hints.KNOWN_BREAKS``)."""
+    remaining = [row for row in rows if row["with"]]
+    by_library: collections.Counter[str] = collections.Counter()
+    for row in remaining:
+        by_library[row["library"]] += row["with"]
+    found = upgrades((row["text"], row["places"], row["with"]) for row in remaining)
+    return {
+        "by_library": dict(by_library.most_common()),
+        "upgrades": [dataclasses.asdict(upgrade) for upgrade in found],
+    }
+
+
+def _where_they_come_from(remaining: dict[str, Any]) -> list[str]:
+    counts = remaining["by_library"]
+    shares = ", ".join(f"{library} {count}" for library, count in counts.items())
+    lines = ["", f"the {sum(counts.values())} breaks that remain, by library: {shares}"]
+    for upgrade in sorted(remaining["upgrades"], key=lambda upgrade: -upgrade["removes"]):
+        share = "all" if upgrade["removes"] == upgrade["of"] else upgrade["removes"]
+        lines.append(
+            f"  {upgrade['distribution']} {upgrade['release']} or later removes {share} of "
+            "them (each release run: docs/measurements.md, Ways out)"
+        )
+    return lines
 
 
 def _render(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -354,6 +273,7 @@ def _render(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         lines += ["", "what you can do about the breaks that remain:"]
         for row in remaining:
             lines.append(f"  {row['location']} ({row['library']}): {row['hint']}")
+        lines += _where_they_come_from(summary["remaining"])
     for label, failure in summary["failed"].items():
         if failure:
             lines += ["", f"FAILED: the program failed {label} the package:"]
@@ -391,6 +311,9 @@ def explain(kind: str, target: str, args: list[str], as_json: bool) -> int:
         label: diagnose(summary["failed"][label], run["breaks"])
         for label, run in (("without", before), ("with", after))
     }
+    summary["remaining"] = _remaining_by_library(rows)
+    for row in rows:  # what the hints read, not the report
+        del row["text"], row["places"]
     if as_json:
         print(json.dumps({**summary, "breaks": rows}, indent=2))
     else:

@@ -4,13 +4,16 @@ The twins register at Dynamo's first frame, which may come long after a program 
 wrapped a library function (``mock.patch.object(tree, "flatten", wraps=...)``, an
 instrumentation library). What registers is the function the module itself defined: each
 watched module's namespace is captured as it finishes importing (or, for a module
-imported before the package was active, when it activates). Imports nothing.
+imported before the package was active, when it activates). Imports only the Dynamo
+layer's runtime, which names no Dynamo and which autoload loads anyway.
 """
 
 from __future__ import annotations
 
 import sys
 from typing import Any
+
+from ._dynamo.runtime import half_imported
 
 __all__ = ["MODULES", "capture", "capture_loaded", "original"]
 
@@ -45,10 +48,23 @@ def capture(module: Any) -> None:
 
 
 def capture_loaded() -> None:
-    """Captures each watched module already imported and not captured yet."""
+    """Captures each watched module already imported and not captured yet. A module
+    still importing is left alone: the package may activate inside its import (Keras's
+    tree module imports torch, which autoloads the package), when its namespace lacks the
+    functions defined below that import; such a module is read when its rows register.
+
+    >>> import types
+    >>> module = types.ModuleType("keras.src.tree.optree_impl")
+    >>> module.__spec__ = types.SimpleNamespace(_initializing=True)
+    >>> sys.modules[module.__name__] = module
+    >>> capture_loaded(); module.traverse = len
+    >>> original("keras.src.tree.optree_impl", "traverse", module) is len
+    True
+    >>> del sys.modules[module.__name__]
+    """
     for name in MODULES:
         module = sys.modules.get(name)
-        if module is not None:
+        if module is not None and not half_imported(name):
             capture(module)
 
 

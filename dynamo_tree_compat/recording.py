@@ -73,6 +73,8 @@ def break_record(item: Any) -> dict[str, str]:
         "reason": item.reason,
         "library": item.library,
         "cause": "\n".join(line for line in lines if not line.strip().startswith("Hint:")),
+        # The frames that led to it: a hint may know a break by who called the code.
+        "frames": [shorten(frame) for frame in item.frames],
     }
 
 

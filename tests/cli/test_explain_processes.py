@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_tree_compat.explain import hint
+from dynamo_tree_compat.hints import hint
 
 STEP = """
 import torch, tree

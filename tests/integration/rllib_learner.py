@@ -79,9 +79,12 @@ def work_around_rllib_breaks() -> Iterator[None]:
         Distribution.get_partial_dist_cls = original
 
 
-def build_learner(spaces: dict[str, tuple[Any, Any]], worked_around: bool = False) -> Any:
-    """A PPO learner built by RLlib itself, one module per entry of ``spaces``."""
-    config = PPOConfig().framework("torch")
+def build_learner(
+    spaces: dict[str, tuple[Any, Any]], worked_around: bool = False, skip_nan_check: bool = False
+) -> Any:
+    """A PPO learner built by RLlib itself, one module per entry of ``spaces``;
+    ``skip_nan_check``: RLlib's setting that skips its check of each gradient for NaN."""
+    config = PPOConfig().framework("torch", torch_skip_nan_gradients=skip_nan_check)
     if len(spaces) > 1:
         config = config.multi_agent(
             policies=set(spaces), policy_mapping_fn=lambda agent_id, *_, **__: agent_id

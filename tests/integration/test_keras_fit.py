@@ -27,8 +27,9 @@ keras = pytest.importorskip("keras")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from dynamo_tree_compat import _dynamo  # noqa: E402
+from dynamo_tree_compat import _dynamo, recording  # noqa: E402
 from dynamo_tree_compat._dynamo.graph_breaks import TREE_LIBRARIES  # noqa: E402
+from dynamo_tree_compat.hints import known_break, text_and_places  # noqa: E402
 
 SAMPLES, FEATURES, OUTPUTS = 96, 12, 3
 KERAS = ".".join(keras.__version__.split(".")[:2])
@@ -168,6 +169,13 @@ def test_fit_evaluate_predict_with_jit_compile(
     assert_same(compiled, eager)
     found = (graphs, len(recorder.breaks))
     print(f"\nKeras {keras.__version__}, {build.__name__}: {found[0]} graphs, {found[1]} breaks")
+    if tuple(map(int, KERAS.split("."))) >= (3, 11):  # explain knows each of its breaks
+        unknown = []
+        for item in recorder.breaks:
+            text, places = text_and_places(recording.break_record(item))
+            if known_break(text, places) is None:
+                unknown.append(f"{item.location}: {item.reason[:100]}")
+        assert unknown == []
     budget = FIT_BUDGET.get((KERAS, build.__name__))
     assert budget is not None, f"no budget for Keras {KERAS}, {build.__name__}: found {found}"
     assert found[0] <= budget[0] and found[1] <= budget[1], f"{found} over the budget {budget}"

@@ -22,7 +22,8 @@ pytest.importorskip("ray.rllib")
 import torch
 
 import dynamo_tree_compat
-from dynamo_tree_compat import _dynamo
+from dynamo_tree_compat import _dynamo, recording
+from dynamo_tree_compat.hints import hint, text_and_places
 from tests.integration.rllib_learner import (
     NESTED_ACTIONS,
     OBSERVATIONS,
@@ -107,7 +108,9 @@ def test_multi_agent_learner_with_two_nested_action_spaces() -> None:
     torch.testing.assert_close(compiled, eager)
 
 
-def whole_updates(package_on: bool, updates: int = 3) -> tuple[list[Any], list[int], list[Any]]:
+def whole_updates(
+    package_on: bool, updates: int = 3, skip_nan_check: bool = False
+) -> tuple[list[Any], list[int], list[Any]]:
     """The whole update (the step, backward, the Adam step) compiled as one function,
     ``updates`` times, worked around; returns each update's losses and parameters, the
     graphs compiled so far after each, and the breaks recorded."""
@@ -115,7 +118,7 @@ def whole_updates(package_on: bool, updates: int = 3) -> tuple[list[Any], list[i
 
     def run(compiled: bool) -> tuple[list[Any], list[int]]:
         torch._dynamo.reset()
-        learner = build_learner(SINGLE, worked_around=True)
+        learner = build_learner(SINGLE, worked_around=True, skip_nan_check=skip_nan_check)
         batches = [make_batch(learner, SINGLE, seed=1 + index) for index in range(updates)]
         step = training_step(learner)
 
@@ -170,6 +173,22 @@ def test_whole_update_breaks_only_where_the_optimizer_and_rllibs_nan_check_do() 
     assert with_package == [2, 3, 3]
     _, without, _ = whole_updates(package_on=False)
     assert without[0] > with_package[0]
+
+
+def test_rllibs_nan_check_setting_removes_its_break_as_explain_says() -> None:
+    """explain's way out of RLlib's NaN check (``hints.KNOWN_BREAKS``), run: with
+    ``torch_skip_nan_gradients=True`` the check's break is gone; the optimizer's remain.
+    (The other ways out: the worked-around tests above, and the eager update that
+    ``whole_updates`` runs first, which fills torch's KL lookup.)"""
+    nan_check = "ray/rllib/core/learner/torch/torch_learner.py:204"
+    _, _, breaks = whole_updates(package_on=True, updates=1)
+    found = [item for item in breaks if _place(item.location) == nan_check]
+    assert found, breaks
+    record = recording.break_record(found[0])
+    text, places = text_and_places(record)
+    assert "torch_skip_nan_gradients=True" in hint(text, record["library"], places)
+    _, _, breaks = whole_updates(package_on=True, updates=1, skip_nan_check=True)
+    assert {_place(item.location) for item in breaks} == UPDATE_BREAKS - {nan_check}
 
 
 def test_explain_tells_the_truth_on_an_rllib_script(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import collections
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -236,3 +238,21 @@ def test_no_break_in_kerass_tree_layer() -> None:
         actual = torch.compile(step, backend="eager")(STRUCTURES["tuples in tuples"]())
     assert recorder.breaks == []
     assert_same_ending(("returned", expected, None), ("returned", actual, None))
+
+
+def test_the_layer_is_covered_when_keras_is_imported_first() -> None:
+    """Keras's tree module imports torch, which autoloads the package while that module
+    is still importing: its functions must still be what registers (a capture taken
+    then had no traverse, and Keras 3.12 to 3.14's fit broke at every traverse)."""
+    program = (
+        "import keras, dynamo_tree_compat\n"
+        "from keras.src.tree import tree_api\n"
+        "name = tree_api.tree_impl.__name__ + '.traverse'\n"
+        "print(dynamo_tree_compat.status().functions[name])\n"
+    )
+    environment = {**os.environ, "KERAS_BACKEND": "torch"}
+    environment.pop("DYNAMO_TREE_COMPAT", None)
+    completed = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=environment
+    )
+    assert completed.stdout.strip().splitlines()[-1:] == ["registered"], completed.stderr[-2000:]
