@@ -8,6 +8,7 @@ Runs in its own environment (``make integration-rllib``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -108,6 +109,7 @@ def test_multi_agent_learner_with_two_nested_action_spaces() -> None:
     torch.testing.assert_close(compiled, eager)
 
 
+@functools.cache  # the tests below share the runs: each compiles the whole update
 def whole_updates(
     package_on: bool, updates: int = 3, skip_nan_check: bool = False
 ) -> tuple[list[Any], list[int], list[Any]]:
@@ -181,7 +183,7 @@ def test_rllibs_nan_check_setting_removes_its_break_as_explain_says() -> None:
     (The other ways out: the worked-around tests above, and the eager update that
     ``whole_updates`` runs first, which fills torch's KL lookup.)"""
     nan_check = "ray/rllib/core/learner/torch/torch_learner.py:204"
-    _, _, breaks = whole_updates(package_on=True, updates=1)
+    _, _, breaks = whole_updates(package_on=True)
     found = [item for item in breaks if _place(item.location) == nan_check]
     assert found, breaks
     record = recording.break_record(found[0])
