@@ -20,13 +20,17 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 keras = pytest.importorskip("keras")
 import torch  # noqa: E402
 
-from dynamo_tree_compat import _dynamo, recording  # noqa: E402
-from dynamo_tree_compat.hints import known_break, text_and_places  # noqa: E402
+from dynamo_tree_compat import _dynamo  # noqa: E402
 from tests.integration.keras_workarounds import (  # noqa: E402
     keras_breaks_worked_around,
     model_worked_around,
 )
-from tests.integration.test_keras_fit import dict_input, sequential, tuple_io  # noqa: E402
+from tests.integration.test_keras_fit import (  # noqa: E402
+    dict_input,
+    sequential,
+    tuple_io,
+    unknown_to_explain,
+)
 
 
 def functional() -> Any:
@@ -97,11 +101,6 @@ def test_explain_knows_each_break_that_remains_in_the_forward() -> None:
             compiled = torch.compile(MODELS[name](), backend="eager")
             for _ in range(2):
                 compiled(_inputs(name))
-    unknown = []
-    for item in recorder.breaks:
-        text, places = text_and_places(recording.break_record(item))
-        if known_break(text, places) is None:
-            unknown.append(f"{item.location}: {item.reason[:100]}")
-    assert unknown == []
+    assert unknown_to_explain(recorder.breaks) == []
     if keras.__version__.startswith("3.0."):
         assert len({item.location for item in recorder.breaks}) >= 4
