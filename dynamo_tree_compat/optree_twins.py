@@ -8,6 +8,7 @@ follow, so a twin gives the same values another way.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,14 +35,64 @@ def tree_iter(
     none_is_leaf: bool = False,
     namespace: str = "",
 ) -> Iterator[Any]:
-    """The leaves of ``tree``, in optree's order, as an iterator.
+    """The leaves of ``tree``, in optree's order, read lazily as optree's iterator reads
+    them: each ``next()`` expands the nodes up to the next leaf, so a tree changed between
+    two calls is seen as changed, and ``is_leaf`` and a custom node's flatten function run
+    when optree's would. A generator: one that leaves a compiled function ends the graph,
+    and the call runs optree's own, so what the caller gets is optree's iterator.
 
     >>> list(tree_iter({"b": 2, "a": (1, None)}))
     [1, 2]
+    >>> tree = {"a": 1, "b": {"c": 2}}; leaves = tree_iter(tree)
+    >>> next(leaves), tree["b"].update(d=3), list(leaves)
+    (1, None, [2, 3])
     """
     import optree
 
-    return iter(optree.tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace))
+    options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
+    agenda = [(tree, 0)]
+    while agenda:
+        node, depth = agenda.pop()
+        if depth > optree.MAX_RECURSION_DEPTH:
+            raise RecursionError("Maximum recursion depth exceeded during flattening the tree.")
+        if (is_leaf is not None and is_leaf(node)) or optree.tree_is_leaf(node, **options):
+            yield node
+            continue
+        children = _children(node, options)
+        agenda.extend((child, depth + 1) for child in reversed(children))
+
+
+#: optree's own sequence kinds: their children are their items, in order.
+_SEQUENCES = (list, tuple, collections.deque)
+#: optree's own mapping kinds.
+_MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _children(node: Any, options: dict[str, Any]) -> list[Any]:
+    """A node's children, in the order optree's iterator reads them. A mapping's come by
+    its keys as optree's flatten orders them, one level down: sorted, or in the order of
+    the dict beneath an OrderedDict, which ``move_to_end`` does not change (optree's
+    ``tree_flatten_one_level`` reads the OrderedDict's own order).
+
+    >>> node = collections.OrderedDict(a=1, b=2); node.move_to_end("a")
+    >>> _children(node, {}), list(node.values()), _children({"b": 1, "a": [2, None]}, {})
+    ([1, 2], [2, 1], [[2, None], 1])
+    """
+    import optree
+
+    cls = type(node)
+    if node is None:
+        return []
+    # a namedtuple's or a structseq's entry is its kind's, unless its class is registered
+    entry = optree.register_pytree_node.get(cls, namespace=options.get("namespace", ""))
+    if cls in _SEQUENCES or entry is None or entry.type is not cls:
+        return list(node)
+    if cls in _MAPPINGS:  # the node itself is the first that is_leaf is asked about
+        asked: list[None] = []
+        return optree.tree_leaves(
+            node, lambda _: bool(asked.append(None) or len(asked) > 1), **options
+        )
+    return list(optree.tree_flatten_one_level(node, **options)[0])
 
 
 class _Placeholder:

@@ -11,6 +11,7 @@ Each hook steps aside to Dynamo's own code on an unexpected error of its own.
 
 from __future__ import annotations
 
+import collections
 import operator
 import sys
 from typing import Any
@@ -27,7 +28,7 @@ from .optree.spec import (
     spec_variable_class,
 )
 from .runtime import step_aside
-from .seam import capabilities, frames, internals, patches
+from .seam import capabilities, frames, internals, patches, reads
 from .seam.types import Builder, Translator
 
 __all__ = ["hook", "is_hooked", "unhook"]
@@ -71,6 +72,16 @@ def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
         internals.guard_id(internals.sources().Attr(source, "__class__"))
         guard_flag(tx, flag_path)
         return entry_variable_class()(value, source=source)
+    if (
+        isinstance(value, collections.OrderedDict)
+        and source is not None
+        and flag_is_on(flag_path)
+        and for_a_tree(tx)
+    ):
+        # Dynamo's own guard reads the underlying dict's order; the tree function reads
+        # the OrderedDict's (Dynamo builds it, below, after this guard).
+        reads.guard_own_order(source)
+        return None
     if _lies_about_its_class(value) and flag_is_on(flag_path) and for_a_tree(tx):
         # Dynamo takes it for the container it claims to be, and fails on it.
         internals.guard_type(source)

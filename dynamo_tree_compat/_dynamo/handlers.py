@@ -36,7 +36,7 @@ from .optree import c_layer as optree_c
 from .optree import fast as optree_fast
 from .pytree import fast as pytree_fast
 from .runtime import HANDLING, Event, count, step_aside
-from .seam import internals, variables
+from .seam import internals, reads, variables
 from .seam.types import Handler, Translator, Variable
 
 __all__ = ["CORRECTIONS", "FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
@@ -137,6 +137,13 @@ def _route(
     except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
         step_aside(f"the handler of {name}", error)
         return None
+    if flag_on:
+        try:  # Dynamo's own guard on a dict's keys misses an OrderedDict's own order
+            reads.guard_own_orders([*args, *kwargs.values()])
+        except dynamo_own_errors():
+            raise
+        except Exception as error:  # noqa: BLE001 - ours: the call goes on unguarded
+            step_aside(f"the order guards of {name}", error)
     if handler is not None:
         result = _run(handler, name, tx, args, kwargs)
         if result is not None:

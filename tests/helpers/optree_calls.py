@@ -113,6 +113,8 @@ NEEDS: dict[str, str | tuple[str, ...]] = {
     "hash": "hash",
     # optree's FlattenOneLevelOutputEx, and on a dict its DictMetaData
     "tree_flatten_one_level": ("namedtuple subclass", "list subclass"),
+    # the twin reads a custom node one level at a time, as optree's iterator does
+    "tree_iter": ("namedtuple subclass", "list subclass"),
     "treespec_deque": "deque maxlen",
     "treespec_structseq": "structseq made in the graph",
 }

@@ -20,7 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 import tree
 
-from tests.helpers.dynamo_support import dynamo_traces, new_defaultdict
+from tests.helpers.dynamo_support import TORCH, dynamo_traces, new_defaultdict
 from tests.helpers.structures import ReadOnlyMapping
 
 __all__ = ["CALLS", "CHANGES", "CORE", "Change", "leaf"]
@@ -58,6 +58,21 @@ def _ab() -> dict[str, Any]:
     return {"a": leaf(1), "b": leaf(2)}
 
 
+def _moved_to_end(items: dict[str, Any], key: str) -> collections.OrderedDict[str, Any]:
+    """An OrderedDict with ``key`` moved to its end: its own order changes, the order of
+    the dict beneath it (which optree's C code reads) does not."""
+    made = collections.OrderedDict(items)
+    made.move_to_end(key)
+    return made
+
+
+def _put_back(items: dict[str, Any], key: str) -> collections.OrderedDict[str, Any]:
+    """An OrderedDict with ``key`` popped and put back: both orders change."""
+    made = collections.OrderedDict(items)
+    made[key] = made.pop(key)
+    return made
+
+
 _DEFAULTDICT = dynamo_traces("defaultdict leaves the graph")
 _DEQUE = dynamo_traces("deque maxlen")
 
@@ -74,6 +89,9 @@ _TOP: dict[str, Change] = {
     "an OrderedDict's keys in another order": Change(
         lambda: collections.OrderedDict(_ab()),
         lambda: collections.OrderedDict(b=leaf(2), a=leaf(1)),
+    ),
+    "an OrderedDict's key popped and put back": Change(
+        lambda: collections.OrderedDict(_ab()), lambda: _put_back(_ab(), "a")
     ),
     "a list gains an item": Change(lambda: [leaf(1), leaf(2)], lambda: [leaf(1), leaf(2), leaf(3)]),
     "a list loses an item": Change(lambda: [leaf(1), leaf(2)], lambda: [leaf(1)]),
@@ -117,6 +135,16 @@ if _DEFAULTDICT:  # where Dynamo hands a defaultdict back as one
             lambda: new_defaultdict(list, {**_ab(), "c": leaf(3)}.items()),
         ),
     }
+if TORCH >= (2, 6):  # torch 2.5 has no guard on a call: the order beneath is unguarded
+    _TOP |= {
+        "an OrderedDict reordered in place": Change(
+            lambda: collections.OrderedDict(_ab()), lambda: _moved_to_end(_ab(), "a")
+        ),
+        "an OrderedDict in its order, the dict beneath in another": Change(
+            lambda: collections.OrderedDict(b=leaf(2), a=leaf(1)),
+            lambda: _moved_to_end(_ab(), "a"),
+        ),
+    }
 if _DEQUE:  # where Dynamo keeps a deque's maxlen
     _TOP |= {
         "a deque's maxlen changes": Change(
@@ -153,6 +181,8 @@ _CORE_TOP = (
     "a dict's keys in another order",
     "a dict becomes an OrderedDict",
     "an OrderedDict's keys in another order",
+    "an OrderedDict reordered in place",
+    "an OrderedDict in its order, the dict beneath in another",
     "a list gains an item",
     "a list becomes a tuple",
     "a namedtuple of another class",

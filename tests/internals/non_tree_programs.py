@@ -143,6 +143,19 @@ def deep_list_passed_in(nested: Any, x: torch.Tensor) -> torch.Tensor:
     return x + 1
 
 
+def _moved_to_end() -> tuple[Any, ...]:
+    ordered = collections.OrderedDict(a=torch.ones(2), b=torch.ones(2))
+    ordered.move_to_end("a")
+    return ordered, torch.ones(2)
+
+
+@program(_moved_to_end)
+def ordereddict_reordered_read(ordered: Any, x: torch.Tensor) -> Any:
+    """Dynamo's own guard reads the dict beneath an OrderedDict; the package guards an
+    OrderedDict's own order only where a tree function reads it."""
+    return [(key, value + x) for key, value in ordered.items()]
+
+
 def _ending(function: Callable[..., Any], args: tuple[Any, ...]) -> str:
     try:
         function(*args)

@@ -384,7 +384,8 @@ def _main_functions(
         spec.entries(),
         spec.children(),
         optree.tree_leaves(tree, **options),
-        list(optree.tree_iter(tree, **options)),
+        # the twin reads a custom node one level at a time, as optree's iterator does
+        list(optree.tree_iter(tree, **options)) if _ONE_LEVEL and _LIST_SUBCLASS else None,
         optree.tree_structure(tree, **options),
         optree.tree_paths(tree, **options),
         [accessor_text(accessor) for accessor in optree.tree_accessors(tree, **options)],

@@ -18,7 +18,12 @@ import pytest
 import torch
 
 from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
-from tests.helpers.dynamo_support import dynamo_traces, needs_dynamo, new_defaultdict
+from tests.helpers.dynamo_support import (
+    dynamo_traces,
+    needs_dynamo,
+    needs_torch,
+    new_defaultdict,
+)
 from tests.helpers.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")
@@ -343,3 +348,74 @@ def test_a_registry_entry_held_across_a_break_is_guarded_by_what_is_read() -> No
     finally:
         for cls in (_Box, _OtherBox):
             optree.unregister_pytree_node(cls, namespace=namespace)
+
+
+def _lazily_read(tree: Any, seen: list[Any]) -> list[Any]:
+    """optree's iterator read one leaf, the tree changed, then read to the end."""
+
+    def is_leaf(node: Any) -> bool:
+        seen.append(type(node).__name__)
+        return False
+
+    leaves = optree.tree_iter(tree, is_leaf)
+    first = next(leaves)
+    tree["b"]["d"] = first * 3  # a node not yet read: optree's iterator sees it
+    tree["a2"] = first  # the root's keys were read already: it does not
+    return [first, *(leaf + 1 for leaf in leaves)]
+
+
+def test_tree_iter_reads_lazily_in_the_graph_as_optree_does() -> None:
+    """Compiled, ``tree_iter`` expands each node when ``next()`` reaches it, as optree's
+    iterator does: the leaves, and ``is_leaf``'s calls in their order, are eager's."""
+
+    def tree() -> dict[str, Any]:
+        return {"a": torch.ones(1), "b": {"c": torch.full((1,), 2.0)}}
+
+    eager_seen: list[Any] = []
+    expected = _lazily_read(tree(), eager_seen)
+    compiled_seen: list[Any] = []
+    actual = compiled(_lazily_read)(tree(), compiled_seen)
+    torch.testing.assert_close(actual, expected)
+    assert compiled_seen == eager_seen
+
+
+def test_a_tree_iter_that_leaves_the_graph_is_optrees_own() -> None:
+    """An iterator returned from compiled code is optree's (weakly referable, lazy), not a
+    look-alike built while tracing: the graph ends at the call, which runs optree's."""
+    import weakref
+
+    def leaves_and_double(tree: Any, x: torch.Tensor) -> Any:
+        return optree.tree_iter(tree), x * 2
+
+    tree = {"a": 1, "b": {"c": 2}}
+    leaves, _ = compiled(leaves_and_double, fullgraph=False)(tree, torch.ones(1))
+    assert type(leaves) is type(optree.tree_iter([]))
+    weakref.ref(leaves)
+    assert next(leaves) == 1
+    tree["b"]["d"] = 3
+    assert list(leaves) == [2, 3]
+
+
+@needs_torch((2, 6), "has no guard on a call: the order beneath an OrderedDict is unguarded")
+def test_an_ordereddict_reordered_in_place_is_read_as_optree_reads_it() -> None:
+    """optree's C code reads the dict beneath an OrderedDict, whose order
+    ``move_to_end`` leaves as it was: compiled, the leaves, the spec and the map's keys
+    come in that order too, on the first call and on a graph reused."""
+
+    def moved() -> collections.OrderedDict[str, Any]:
+        made = collections.OrderedDict(a=torch.ones(1), b=torch.full((1,), 2.0))
+        made.move_to_end("a")
+        return made
+
+    def read(tree: Any) -> Any:
+        return (
+            optree.tree_leaves(tree),
+            optree.tree_structure(tree),
+            list(optree.tree_map(lambda leaf: leaf + 1, tree)),
+            [leaf * 2 for leaf in optree.tree_iter(tree)],
+        )
+
+    assert list(moved()) == ["b", "a"]
+    compiled_read = compiled(read)
+    for tree in (moved(), collections.OrderedDict(b=torch.ones(1), a=torch.ones(1)), moved()):
+        assert_same_ending(outcome(read, tree), outcome(compiled_read, tree))

@@ -259,6 +259,10 @@ class Reader:
         if kind in (Kind.DICT, Kind.ORDEREDDICT, Kind.DEFAULTDICT):
             self.dict_met = True
             values = mapping(tx, variable, self.what)
+            if kind == Kind.ORDEREDDICT:  # optree reads the dict beneath the order
+                underneath = reads.keys_underneath(tx, variable)
+                if underneath is not None and set(underneath) == set(values):
+                    values = {key: values[key] for key in underneath}
             # Children are read in optree's order, as is_leaf and flatten functions see them.
             parts = {key: self.skeleton(values[key], depth + 1) for key in self.order(kind, values)}
             pairs = [(key, parts[key]) for key in values]

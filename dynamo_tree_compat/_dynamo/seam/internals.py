@@ -23,6 +23,7 @@ __all__ = [
     "DYNAMO_TREE_MODULES",
     "READS",
     "Missing",
+    "built",
     "call",
     "counters",
     "dict_class",
@@ -234,6 +235,15 @@ def realized(variable: Variable) -> Any:
         _REALIZED.add(cls)
         return variable
     return call(variable, "realize")
+
+
+def built(variable: Variable) -> Any:
+    """What a variable stands for where Dynamo has built it; None for a lazy variable not
+    built yet (building it would install guards that no read asked for)."""
+    is_realized = getattr(variable, "is_realized", None)
+    if is_realized is not None and not is_realized():
+        return None
+    return realized(variable)
 
 
 def object_value(variable: Variable) -> Any:

@@ -11,6 +11,8 @@ made in the graph needs no guard: the graph itself made it).
 
 from __future__ import annotations
 
+import collections
+from collections.abc import Iterable
 from typing import Any
 
 from . import Missing, internals
@@ -22,6 +24,8 @@ __all__ = [
     "deque_maxlen",
     "dict_class",
     "dict_entries",
+    "guard_own_order",
+    "guard_own_orders",
     "iterated",
     "object_class",
     "sequence_items",
@@ -61,13 +65,70 @@ def _current_tx() -> Translator:
     return InstructionTranslator.current_tx()
 
 
+def guard_own_order(source: Source) -> None:
+    """Guards an OrderedDict at ``source`` by its own key order (``repr(od.keys())``).
+
+    Dynamo guards a dict's keys through ``dict.keys``, which reads an OrderedDict's
+    underlying dict: ``move_to_end``, or a key popped and put back, does not change that
+    order, and torch 2.13 and 2.15 reuse a graph built for the old order. Where Dynamo has
+    no source for a call (2.5), its own guard reads the OrderedDict's order.
+    """
+    s = internals.sources()
+    try:
+        keys = internals.call_no_args_source(s.Attr(source, "keys"))
+        internals.guard_constant(internals.call_no_args_source(s.Attr(keys, "__repr__")))
+    except Missing:
+        pass
+
+
+def guard_own_orders(variables: Iterable[Variable]) -> None:
+    """Guards each OrderedDict that comes in, among ``variables`` and the lists, tuples
+    and dicts they hold, by its own order (:func:`guard_own_order`). Only what Dynamo has
+    built already: one it builds later, for a tree function, is guarded then (the
+    builder hook)."""
+    k = internals.kinds()
+    containers = (k.List, k.Tuple, k.Dict)
+    stack, seen = list(variables), set()
+    while stack:
+        variable = internals.built(stack.pop())
+        if not isinstance(variable, containers) or id(variable) in seen:
+            continue
+        seen.add(id(variable))
+        if isinstance(variable, k.Dict):
+            source = _source(variable)
+            if source is not None and issubclass(variable.python_type(), collections.OrderedDict):
+                guard_own_order(source)
+            stack.extend(variable.items.values())
+        else:
+            stack.extend(variable.items)
+
+
 def dict_entries(variable: Variable) -> list[tuple[Any, Any, Any]]:
     """``(key variable, key tracker, value variable)`` of a dict variable, in its order,
     guarded as Dynamo guards ``dict.keys()`` in Python code: its own ``keys`` is traced
-    (the keys and their order; each release records the order its own way)."""
-    if _source(variable) is not None:
+    (the keys and their order; each release records the order its own way), and an
+    OrderedDict's own order besides (see :func:`guard_own_order`)."""
+    source = _source(variable)
+    if source is not None:
         variable.call_method(_current_tx(), "keys", [], {})
+        if issubclass(variable.python_type(), collections.OrderedDict):
+            guard_own_order(source)
     return [(tracker.vt, tracker, value) for tracker, value in variable.items.items()]
+
+
+def keys_underneath(tx: Translator, variable: Variable) -> list[Any] | None:
+    """An OrderedDict's keys in its underlying dict's order, which ``move_to_end`` does
+    not change and optree's C code reads, where it comes in (Dynamo's own guard on its
+    keys reads that order, from torch 2.6); None for one made in the graph, whose
+    variable holds the keys in the OrderedDict's own order only."""
+    source = _source(variable)
+    if source is None:
+        return None
+    try:
+        value = internals.resolve_source(tx, source)
+    except Missing:
+        return None
+    return list(dict.keys(value))
 
 
 def dict_class(variable: Variable) -> type:
