@@ -151,7 +151,11 @@ OPTREE: tuple[Substitution, ...] = (
         Substitution("optree", "optree.registry", name, None)
         for name in ("_dict_flatten", "_dict_unflatten", "_none_unflatten", "_deque_flatten")
     ),
-    Substitution("optree", "optree", "tree_iter", optree_twins.tree_iter),
+    # A generator, lazy as optree's iterator: where Dynamo runs a generator to its end,
+    # optree's own iterator runs instead, after a graph break.
+    Substitution(
+        "optree", "optree", "tree_iter", optree_twins.tree_iter, "generators_run_to_the_end"
+    ),
     # Dynamo 2.5 cannot call deque(..., maxlen=0), which optree's in-place maps do.
     *(
         Substitution("optree", "optree", name, getattr(optree_twins, name), "deque_keeps_maxlen")

@@ -144,6 +144,20 @@ def _optree_flatten(x: torch.Tensor) -> Any:
     return optree.tree_flatten([x])
 
 
+def _reads_to(box: list[int]) -> Iterator[int]:
+    box.append(1)
+    yield 1
+    box.append(2)
+    yield 2
+
+
+def _read_once(x: torch.Tensor) -> Any:
+    """A tuple where ``next()`` ran the generator to its first ``yield`` only."""
+    box: list[int] = []
+    next(_reads_to(box))
+    return (x,) if len(box) == 1 else x
+
+
 #: Dynamo features some supported torch lacks: a tiny use of each, and what it is.
 FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
     "time.struct_time": (
@@ -194,6 +208,11 @@ FEATURES: dict[str, tuple[Callable[[torch.Tensor], Any], str]] = {
         _structseq_in_graph,
         "makes a structseq in the graph wrongly (its first field holds every argument), "
         "and one of constants not at all (an internal error of its own)",
+    ),
+    "a generator read lazily": (
+        lambda x: _read_once(x),
+        "runs a generator to its end where it is first read (optree's tree_iter then runs "
+        "optree's own iterator, after a graph break, and so do tree_all and tree_any)",
     ),
     "list subclass": (
         lambda x: _SubList([x], extra=1),

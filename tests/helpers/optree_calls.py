@@ -114,7 +114,9 @@ NEEDS: dict[str, str | tuple[str, ...]] = {
     # optree's FlattenOneLevelOutputEx, and on a dict its DictMetaData
     "tree_flatten_one_level": ("namedtuple subclass", "list subclass"),
     # the twin reads a custom node one level at a time, as optree's iterator does
-    "tree_iter": ("namedtuple subclass", "list subclass"),
+    "tree_iter": ("namedtuple subclass", "list subclass", "a generator read lazily"),
+    "tree_all": "a generator read lazily",  # optree's code reads tree_iter
+    "tree_any": "a generator read lazily",
     "treespec_deque": "deque maxlen",
     "treespec_structseq": "structseq made in the graph",
 }

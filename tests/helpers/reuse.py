@@ -135,7 +135,10 @@ if _DEFAULTDICT:  # where Dynamo hands a defaultdict back as one
             lambda: new_defaultdict(list, {**_ab(), "c": leaf(3)}.items()),
         ),
     }
-if TORCH >= (2, 6):  # torch 2.5 has no guard on a call: the order beneath is unguarded
+# Guarded where a tree function builds or reads the OrderedDict. Torch 2.5 has no guard on
+# a call (the order beneath is unguarded); 2.7 to 2.12 build an argument of some calls in
+# the caller's frame (docs/coverage.md, "OrderedDicts reordered in place").
+if TORCH >= (2, 13):
     _TOP |= {
         "an OrderedDict reordered in place": Change(
             lambda: collections.OrderedDict(_ab()), lambda: _moved_to_end(_ab(), "a")

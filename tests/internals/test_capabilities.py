@@ -54,6 +54,8 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     "set_subclass_keeps_contents": _releases((2, 15), NEWEST),
     # seen on 2.5.1 (false), 2.13.0 and 2.15.0; 2.6 to 2.12 and 2.14 not tried
     "iter_of_a_number_raises": _releases((2, 13), NEWEST),
+    # seen on 2.5.1, 2.6.0 (true), 2.7.1, 2.13.0 and 2.15.0 (false)
+    "generators_run_to_the_end": _releases(OLDEST, (2, 6)),
     # the tests' features
     "time.struct_time": _releases((2, 12), NEWEST),
     "hash": _releases((2, 13), NEWEST),
@@ -68,6 +70,8 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     "deque maxlen": _releases((2, 6), NEWEST),
     "structseq made in the graph": _releases((2, 6), NEWEST),
     "list subclass": _releases((2, 7), NEWEST),
+    # seen on 2.5.1, 2.6.0 (false), 2.7.1, 2.13.0 and 2.15.0 (true)
+    "a generator read lazily": _releases((2, 7), NEWEST),
     "Tensor.as_subclass": _releases((2, 8), NEWEST),
     "mappingproxy made in the graph": _releases((2, 7), NEWEST),
     "mappingproxy passed in": _releases((2, 7), NEWEST),  # 2.7: with the package's type

@@ -342,6 +342,9 @@ def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.Monke
 _LIST_SUBCLASS = dynamo_traces("list subclass")
 #: optree's FlattenOneLevelOutputEx is a namedtuple's subclass.
 _ONE_LEVEL = dynamo_traces("namedtuple subclass")
+#: Whether Dynamo reads a generator lazily (tree_iter's twin), and makes a list subclass.
+_GENERATORS = dynamo_traces("a generator read lazily")
+_LAZY = _GENERATORS and _ONE_LEVEL and _LIST_SUBCLASS
 #: Whether Dynamo traces ``is`` between a container and itself (2.6 cannot).
 _IS_TRACED = dynamo_traces("is between containers")
 
@@ -385,7 +388,7 @@ def _main_functions(
         spec.children(),
         optree.tree_leaves(tree, **options),
         # the twin reads a custom node one level at a time, as optree's iterator does
-        list(optree.tree_iter(tree, **options)) if _ONE_LEVEL and _LIST_SUBCLASS else None,
+        list(optree.tree_iter(tree, **options)) if _ONE_LEVEL and _LAZY else None,
         optree.tree_structure(tree, **options),
         optree.tree_paths(tree, **options),
         [accessor_text(accessor) for accessor in optree.tree_accessors(tree, **options)],
@@ -514,7 +517,9 @@ def _more_functions(
         optree.tree_sum(optree.tree_map(_count, tree, **options), **options),
         optree.tree_max(numbers, key=_rank, default=None, **options),
         optree.tree_min(numbers, key=_rank, default=None, **options),
-        (optree.tree_all(numbers, **options), optree.tree_any(numbers, **options)),
+        (optree.tree_all(numbers, **options), optree.tree_any(numbers, **options))
+        if _GENERATORS
+        else None,
         one_level,
         [_node_helpers(node) for node in (tree, *(one_level[0] if one_level else ()))],
         (

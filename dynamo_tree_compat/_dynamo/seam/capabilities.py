@@ -112,6 +112,19 @@ def _iterate_a_number(x: Any) -> Any:
     return x
 
 
+def _reads_to(box: list[int]) -> Iterator[int]:
+    box.append(1)
+    yield 1
+    box.append(2)
+    yield 2
+
+
+def _next_once(x: Any) -> Any:
+    box: list[int] = []
+    next(_reads_to(box))
+    return x + len(box)
+
+
 #: Dynamo's ``comptime``, as a module global that traced code reads with a source.
 _COMPTIME: list[Any] = [None]
 
@@ -269,6 +282,14 @@ def _iter_of_a_number_raises() -> bool:
     return float(result) == 2.0
 
 
+def _generators_run_to_the_end() -> bool:
+    """A generator traced in the graph runs to its end where it is first read, and one
+    that leaves the graph is a ``tuple_iterator`` (torch 2.5 and 2.6); later, to its next
+    ``yield`` only, as in Python. A trial that fails answers True."""
+    result, _ = _traced(_next_once)
+    return float(result) != 2.0
+
+
 #: Each capability: how it is asked, and whether that compiles a trial function.
 _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "sort_raises_cleanly": (_sort_raises_cleanly, True),
@@ -286,6 +307,7 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "tree_map_fast_path_guards_key_order": (_tree_map_fast_path_guards_key_order, True),
     "set_subclass_keeps_contents": (_set_subclass_keeps_contents, True),
     "iter_of_a_number_raises": (_iter_of_a_number_raises, True),
+    "generators_run_to_the_end": (_generators_run_to_the_end, True),
 }
 #: The capabilities' names.
 NAMES = tuple(_QUESTIONS)
@@ -306,6 +328,8 @@ SAFE: dict[str, bool] = {
     "tree_map_fast_path_guards_key_order": False,
     "set_subclass_keeps_contents": False,
     "iter_of_a_number_raises": False,
+    # no twin of optree's lazy iterator: optree's own runs, after a graph break
+    "generators_run_to_the_end": True,
 }
 _ANSWERS: dict[str, bool] = {}
 #: Whether the shipped or cached answers were looked up in this process.
@@ -344,6 +368,7 @@ _TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
     "tree_map_fast_path_guards_key_order": None,
     "set_subclass_keeps_contents": (15, 15),
     "iter_of_a_number_raises": (13, 15),
+    "generators_run_to_the_end": (5, 6),
 }
 #: Local version labels of the official builds (``+cpu``, ``+cu126``): the same Dynamo.
 _OFFICIAL_BUILD = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)?$")

@@ -461,10 +461,12 @@ def resolve_source(tx: Translator, source: Source) -> Any:
     # Without it (2.5, 2.6 and 2.7 among the releases checked): the source's name, which
     # is Dynamo's own guard expression, read in the root frame as its guards read it.
     try:
-        from torch._dynamo.guards import CLOSURE_VARS
+        from torch._dynamo import guards
 
+        # a constant table (2.5, 2.6); built on first use (2.7)
+        closure_vars = getattr(guards, "CLOSURE_VARS", None) or guards._get_closure_vars()
         root = tx.output.root_tx
-        scope = {**CLOSURE_VARS, "L": root.f_locals, "G": root.f_globals}
+        scope = {**closure_vars, "L": root.f_locals, "G": root.f_globals}
         return eval(source.name(), scope)
     except Exception as error:
         raise Missing(f"the value of {source!r}: {error!r}") from error
