@@ -375,8 +375,27 @@ def _connect_dmtree(module: Any) -> None:
     dmtree.connect(module.MAP_TO_NONE, torch.Tensor, torch.nn.Parameter)
 
 
-def _clone(function: Any, module: str | None = None) -> Any:
-    """A copy of a Python function, which Dynamo traces as it traced the original.
+def _in_file(code: types.CodeType, filename: str) -> types.CodeType:
+    """``code``, and every code object it holds (its inner functions'), as if read from
+    ``filename``.
+
+    >>> _in_file(_in_file.__code__, "elsewhere.py").co_filename
+    'elsewhere.py'
+    """
+    consts = tuple(
+        _in_file(const, filename) if isinstance(const, types.CodeType) else const
+        for const in code.co_consts
+    )
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+#: torch's optree-backed pytree module.
+_CXX_PYTREE = "torch.utils._cxx_pytree."
+
+
+def _clone(function: Any, module: str | None = None, filename: str | None = None) -> Any:
+    """A copy of a Python function, which Dynamo traces as it traced the original; with
+    ``filename``, read from there (Dynamo skips the original's file).
 
     With another ``module`` name, torch's own tree_map fast path, which knows optree's
     functions by name and module, leaves the copy to be traced as plain code.
@@ -385,8 +404,9 @@ def _clone(function: Any, module: str | None = None) -> Any:
     >>> copy is _traced_depth_limit, copy(), copy.__module__
     (False, 1000, 'elsewhere')
     """
+    code = function.__code__ if filename is None else _in_file(function.__code__, filename)
     copy = types.FunctionType(
-        function.__code__,
+        code,
         function.__globals__,
         function.__name__,
         function.__defaults__,
@@ -466,7 +486,13 @@ def _register_in_front_of_torch(
     ):
         return left_to_torch
     python_code = isinstance(original, types.FunctionType)
-    ours = (twin or _clone(original, module=f"{__name__}.own_code")) if python_code else None
+    # torch's optree-backed pytree: Dynamo before 2.7 skips its file
+    filename = _dynamo.PYTREE_COPIES_FILE if name.startswith(_CXX_PYTREE) else None
+    ours = (
+        (twin or _clone(original, module=f"{__name__}.own_code", filename=filename))
+        if python_code
+        else None
+    )
     handle = torch_way = None
     if original not in _dynamo.torch_polyfills():  # no registration of torch's
         stand_in = _clone(original) if python_code else _untraced(name)

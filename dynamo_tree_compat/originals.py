@@ -11,6 +11,7 @@ layer's runtime, which names no Dynamo and which autoload loads anyway.
 from __future__ import annotations
 
 import sys
+import types
 from typing import Any
 
 from ._dynamo.runtime import half_imported
@@ -25,11 +26,14 @@ MODULES = (
     "optree.ops",
     "optree.registry",
     "torch.utils._pytree",
+    "torch.utils._cxx_pytree",
     "keras.src.tree.torchtree_impl",
     "keras.src.tree.optree_impl",
 )
 
 _CAPTURED: dict[str, tuple[Any, dict[str, Any]]] = {}
+#: What a module's namespace holds that a substitution row can name.
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, type)
 
 
 def capture(module: Any) -> None:
@@ -44,7 +48,12 @@ def capture(module: Any) -> None:
     """
     name = getattr(module, "__name__", None)
     if name in MODULES and _CAPTURED.get(name, (None,))[0] is not module:
-        _CAPTURED[name] = (module, dict(vars(module)))
+        # Its functions alone: a module may hold an object that must go when the module
+        # goes (torch's _cxx_pytree holds optree's dict-order scope, entered at import).
+        functions = {
+            key: value for key, value in vars(module).items() if isinstance(value, _FUNCTIONS)
+        }
+        _CAPTURED[name] = (module, functions)
 
 
 def capture_loaded() -> None:

@@ -138,6 +138,8 @@ class Layer(enum.Enum):
     FAST_PATH = "fast path, else optree's code"
     FAST_PATH_TORCH = "fast path, else torch's code"
     DYNAMO_OWN = "Dynamo's own fast path"
+    TORCH_CODE = "torch's code, over optree"
+    DYNAMO_TRACES = "Dynamo's own tracing, over optree"
     C_LAYER = "C layer (optree._C)"
     OWN_CODE = "optree's own code over the C layer"
     TORCH_POLYFILL = "torch's polyfill"
@@ -195,11 +197,20 @@ def coverage_rows() -> list[CoverageRow]:
 
 
 def _pytree_row(name: str, outcome: Outcome) -> CoverageRow:
-    """torch's own pytree: this package's fast path where Dynamo has none of its own."""
+    """torch's own pytree: this package's fast path where Dynamo has none of its own; its
+    optree-backed module (``_cxx_pytree``): a copy of torch's code, over optree, where
+    Dynamo skips the module or its own tree_map answers wrong."""
+    copy = name.startswith("torch.utils._cxx_pytree.")
     if outcome.registered:
+        if copy:
+            state = "torch's own code (a copy Dynamo traces), over optree, traced"
+            return CoverageRow("torch pytree", name, Layer.TORCH_CODE, state)
         state = "this package's fast path, else torch's own code, traced"
         return CoverageRow("torch pytree", name, Layer.FAST_PATH_TORCH, state)
     if outcome.kind is Kind.NO_TWIN_NEEDED:
+        if copy:
+            state = "left to Dynamo, which traces torch's code, over optree"
+            return CoverageRow("torch pytree", name, Layer.DYNAMO_TRACES, state)
         return CoverageRow("torch pytree", name, Layer.DYNAMO_OWN, "left to Dynamo's fast path")
     return CoverageRow("torch pytree", name, _not_registered(outcome), str(outcome))
 

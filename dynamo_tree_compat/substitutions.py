@@ -250,6 +250,41 @@ TORCH_PYTREE: tuple[Substitution, ...] = (
             "_deque_flatten",
         )
     ),
+    # torch's optree-backed pytree, Python code over optree, whose file Dynamo skips
+    # before torch 2.7: a copy read from another file (the installer), over this
+    # package's optree coverage. Its maps also where Dynamo's own tree_map fast path
+    # takes them and answers wrong.
+    *(
+        Substitution(
+            "torch pytree",
+            "torch.utils._cxx_pytree",
+            name,
+            None,
+            ("cxx_pytree_inlined", *_RIGHT_FAST_PATH),
+        )
+        for name in ("tree_map", "tree_map_only", "tree_map_with_path")
+    ),
+    *(
+        Substitution("torch pytree", "torch.utils._cxx_pytree", name, None, "cxx_pytree_inlined")
+        for name in (
+            "tree_flatten",
+            "tree_unflatten",
+            "tree_iter",
+            "tree_leaves",
+            "tree_structure",
+            "tree_map_",
+            "map_only",
+            "tree_map_only_",
+            "tree_all",
+            "tree_any",
+            "tree_all_only",
+            "tree_any_only",
+            "broadcast_prefix",
+            "_broadcast_to_and_flatten",
+            "tree_flatten_with_path",
+            "tree_leaves_with_path",
+        )
+    ),
 )
 
 

@@ -13,7 +13,9 @@ from typing import Any
 import attr
 import pytest
 import torch
+import wrapt
 
+import dynamo_tree_compat
 from dynamo_tree_compat import dmtree
 from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import (
@@ -278,3 +280,22 @@ def test_the_checked_key_sort_ends_as_python_s(left: Any, right: Any) -> None:
     """The sort traced where Dynamo cannot raise a comparison's error as the user's
     (torch 2.8 to 2.10) returns or raises what Python's sorted() does, message included."""
     assert outcome(dmtree._sorted_keys_checked, [left, right]) == outcome(sorted, [left, right])
+
+
+_Point = collections.namedtuple("_Point", "x y")
+
+
+@pytest.mark.parametrize("read", [len, lambda proxy: proxy[0]], ids=["len", "item"])
+def test_dynamo_cannot_read_a_proxy_of_a_namedtuple_with_no_tree_call(
+    read: Callable[[Any], Any],
+) -> None:
+    """dm-tree's own ``testFlattenWithPath7`` flattens a ``wrapt.ObjectProxy`` of a
+    namedtuple, which its C code unwraps. Compiled, it fails before any tree function
+    could read the proxy: Dynamo fails on the proxy itself, without this package
+    (torch 2.6 on: inside, ``descriptor '__len__' requires a 'tuple' object``)."""
+    proxy = wrapt.ObjectProxy(_Point(torch.ones(1), 2))
+    assert read(proxy) is not None  # eagerly, the proxy reads as its namedtuple
+    with dynamo_tree_compat.disabled():
+        compiled = torch.compile(lambda p, x: (read(p), x + 1), backend="eager", fullgraph=True)
+        with pytest.raises(torch._dynamo.exc.TorchDynamoException):
+            compiled(proxy, torch.ones(1))

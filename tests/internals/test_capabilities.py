@@ -56,6 +56,8 @@ TRUE_ON: dict[str, set[tuple[int, int]]] = {
     "iter_of_a_number_raises": _releases((2, 13), NEWEST),
     # seen on 2.5.1, 2.6.0 (true), 2.7.1, 2.13.0 and 2.15.0 (false)
     "generators_run_to_the_end": _releases(OLDEST, (2, 6)),
+    # seen on 2.5.1 (false), 2.6.0, 2.7.1, 2.13.0 and 2.15.0 (true)
+    "cxx_pytree_inlined": _releases((2, 6), NEWEST),
     # the tests' features
     "time.struct_time": _releases((2, 12), NEWEST),
     "hash": _releases((2, 13), NEWEST),

@@ -24,6 +24,7 @@ TREE_MODULES = (
     "keras.src.tree",
     "torch.utils._pytree",
     "torch.utils._cxx_pytree",
+    "dynamo_tree_compat._dynamo.pytree",  # the copies of _cxx_pytree's functions
     *internals.DYNAMO_TREE_MODULES,
     "dynamo_tree_compat.dmtree",
     "dynamo_tree_compat.optree_twins",

@@ -202,6 +202,15 @@ def _compares_through_polyfills() -> bool:
     return not any(hasattr(base, name) for name in internals.RICHCOMPARE_NAMES)
 
 
+def _cxx_pytree_inlined() -> bool:
+    """Dynamo traces ``torch.utils._cxx_pytree`` (torch 2.6 on; before, it skips every
+    call of it). Asked by Dynamo's rules for the module's file, which is not imported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch.utils._cxx_pytree")
+    return spec is not None and bool(spec.origin) and internals.inlines_file(spec.origin)
+
+
 def _tree_map_fast_path() -> bool:
     """Dynamo maps torch's pytree at the variable level (``tree_map``, torch 2.10 on),
     rather than inlining ``torch.utils._pytree`` leaf by leaf. Asked by what Dynamo's
@@ -308,6 +317,7 @@ _QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
     "set_subclass_keeps_contents": (_set_subclass_keeps_contents, True),
     "iter_of_a_number_raises": (_iter_of_a_number_raises, True),
     "generators_run_to_the_end": (_generators_run_to_the_end, True),
+    "cxx_pytree_inlined": (_cxx_pytree_inlined, False),
 }
 #: The capabilities' names.
 NAMES = tuple(_QUESTIONS)
@@ -330,6 +340,8 @@ SAFE: dict[str, bool] = {
     "iter_of_a_number_raises": False,
     # no twin of optree's lazy iterator: optree's own runs, after a graph break
     "generators_run_to_the_end": True,
+    # this package's copies of torch's optree-backed pytree functions, which Dynamo traces
+    "cxx_pytree_inlined": False,
 }
 _ANSWERS: dict[str, bool] = {}
 #: Whether the shipped or cached answers were looked up in this process.
@@ -369,6 +381,7 @@ _TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
     "set_subclass_keeps_contents": (15, 15),
     "iter_of_a_number_raises": (13, 15),
     "generators_run_to_the_end": (5, 6),
+    "cxx_pytree_inlined": (6, 15),
 }
 #: Local version labels of the official builds (``+cpu``, ``+cu126``): the same Dynamo.
 _OFFICIAL_BUILD = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)?$")

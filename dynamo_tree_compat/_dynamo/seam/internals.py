@@ -33,6 +33,7 @@ __all__ = [
     "guard_constant",
     "guard_id",
     "guard_type",
+    "inlines_file",
     "install_global",
     "is_fullgraph",
     "kinds",
@@ -610,6 +611,14 @@ def has_exec_strategies() -> bool:
     from torch._dynamo import eval_frame
 
     return getattr(eval_frame, "set_code_exec_strategy", None) is not None
+
+
+def inlines_file(filename: str) -> bool:
+    """Whether Dynamo traces a call into code from ``filename`` (``trace_rules``), rather
+    than skipping it."""
+    from torch._dynamo import trace_rules
+
+    return not trace_rules.check_file(filename, True).skipped
 
 
 def load() -> None:
