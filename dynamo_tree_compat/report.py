@@ -138,8 +138,8 @@ class Layer(enum.Enum):
     FAST_PATH = "fast path, else optree's code"
     FAST_PATH_TORCH = "fast path, else torch's code"
     DYNAMO_OWN = "Dynamo's own fast path"
-    TORCH_CODE = "torch's code, over optree"
-    DYNAMO_TRACES = "Dynamo's own tracing, over optree"
+    #: torch's optree-backed pytree: its code over optree, as Dynamo traces it or a copy
+    TORCH_CODE = "torch's code over optree"
     C_LAYER = "C layer (optree._C)"
     OWN_CODE = "optree's own code over the C layer"
     TORCH_POLYFILL = "torch's polyfill"
@@ -210,7 +210,7 @@ def _pytree_row(name: str, outcome: Outcome) -> CoverageRow:
     if outcome.kind is Kind.NO_TWIN_NEEDED:
         if copy:
             state = "left to Dynamo, which traces torch's code, over optree"
-            return CoverageRow("torch pytree", name, Layer.DYNAMO_TRACES, state)
+            return CoverageRow("torch pytree", name, Layer.TORCH_CODE, state)
         return CoverageRow("torch pytree", name, Layer.DYNAMO_OWN, "left to Dynamo's fast path")
     return CoverageRow("torch pytree", name, _not_registered(outcome), str(outcome))
 
