@@ -87,10 +87,14 @@ def guard_own_orders(variables: Iterable[Variable]) -> None:
     built already: one it builds later, for a tree function, is guarded then (the
     builder hook)."""
     k = internals.kinds()
-    containers = (k.List, k.Tuple, k.Dict)
+    containers, leaves = (k.List, k.Tuple, k.Dict), (k.Tensor, k.Constant, k.Symbol)
     stack, seen = list(variables), set()
     while stack:
-        variable = internals.built(stack.pop())
+        variable = stack.pop()
+        # Most of a structure, read by exact type: isinstance() would build a lazy variable.
+        if type(variable) in leaves:
+            continue
+        variable = internals.built(variable)
         if not isinstance(variable, containers) or id(variable) in seen:
             continue
         seen.add(id(variable))
