@@ -70,10 +70,9 @@ def guard_own_order(source: Source) -> None:
     """Guards an OrderedDict at ``source`` by its own key order (``repr(od.keys())``).
 
     Dynamo guards a dict's keys through ``dict.keys``, which reads an OrderedDict's
-    underlying dict: ``move_to_end``, or a key popped and put back, does not change that
-    order, and Dynamo reuses a graph built for the old order (seen on torch 2.7.1, 2.13 and
-    2.15). Where Dynamo has
-    no source for a call (2.5), its own guard reads the OrderedDict's order.
+    underlying dict: ``move_to_end`` does not change that order, and Dynamo reuses a graph
+    built for the old order (seen on torch 2.7.1, 2.13 and 2.15). Where Dynamo has no
+    source for a call (2.5), its own guard reads the OrderedDict's order.
     """
     s = internals.sources()
     try:
