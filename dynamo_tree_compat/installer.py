@@ -22,7 +22,7 @@ from typing import Any
 
 from . import _dynamo, config, dmtree, keras_twins, optree_twins, outcomes
 from .outcomes import TORCH_RANGE, Kind, Outcome
-from .substitutions import LIBRARIES, LIBRARY_OF, Substitution
+from .substitutions import CXX_PYTREE, LIBRARIES, LIBRARY_OF, Substitution
 
 __all__ = [
     "MODE_FLAG",
@@ -389,10 +389,6 @@ def _in_file(code: types.CodeType, filename: str) -> types.CodeType:
     return code.replace(co_filename=filename, co_consts=consts)
 
 
-#: torch's optree-backed pytree module.
-_CXX_PYTREE = "torch.utils._cxx_pytree."
-
-
 def _clone(function: Any, module: str | None = None, filename: str | None = None) -> Any:
     """A copy of a Python function, which Dynamo traces as it traced the original; with
     ``filename``, read from there (Dynamo skips the original's file).
@@ -486,8 +482,8 @@ def _register_in_front_of_torch(
     ):
         return left_to_torch
     python_code = isinstance(original, types.FunctionType)
-    # torch's optree-backed pytree: Dynamo before 2.7 skips its file
-    filename = _dynamo.PYTREE_COPIES_FILE if name.startswith(_CXX_PYTREE) else None
+    # torch's optree-backed pytree: Dynamo before 2.6 skips its file
+    filename = _dynamo.PYTREE_COPIES_FILE if name.startswith(f"{CXX_PYTREE}.") else None
     ours = (
         (twin or _clone(original, module=f"{__name__}.own_code", filename=filename))
         if python_code

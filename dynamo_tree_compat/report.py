@@ -200,7 +200,9 @@ def _pytree_row(name: str, outcome: Outcome) -> CoverageRow:
     """torch's own pytree: this package's fast path where Dynamo has none of its own; its
     optree-backed module (``_cxx_pytree``): a copy of torch's code, over optree, where
     Dynamo skips the module or its own tree_map answers wrong."""
-    copy = name.startswith("torch.utils._cxx_pytree.")
+    from .substitutions import CXX_PYTREE
+
+    copy = name.startswith(f"{CXX_PYTREE}.")
     if outcome.registered:
         if copy:
             state = "torch's own code (a copy Dynamo traces), over optree, traced"

@@ -22,6 +22,7 @@ from typing import Any
 from . import dmtree, keras_twins, optree_twins, originals
 
 __all__ = [
+    "CXX_PYTREE",
     "DM_TREE",
     "KERAS_OPTREE",
     "KERAS_TORCHTREE",
@@ -221,6 +222,8 @@ def _is_optree(module: Any) -> bool:
 #: in another order, 2.13 and 2.15), the other calls on every release (that fast path
 #: maps only).
 _RIGHT_FAST_PATH = ("tree_map_fast_path_keeps_defaultdict", "tree_map_fast_path_guards_key_order")
+#: torch's optree-backed pytree module, whose rows the installer and the report tell apart.
+CXX_PYTREE = "torch.utils._cxx_pytree"
 TORCH_PYTREE: tuple[Substitution, ...] = (
     Substitution("torch pytree", "torch.utils._pytree", "tree_map", None, _RIGHT_FAST_PATH),
     Substitution(
@@ -251,13 +254,13 @@ TORCH_PYTREE: tuple[Substitution, ...] = (
         )
     ),
     # torch's optree-backed pytree, Python code over optree, whose file Dynamo skips
-    # before torch 2.7: a copy read from another file (the installer), over this
+    # before torch 2.6: a copy read from another file (the installer), over this
     # package's optree coverage. Its maps also where Dynamo's own tree_map fast path
     # takes them and answers wrong.
     *(
         Substitution(
             "torch pytree",
-            "torch.utils._cxx_pytree",
+            CXX_PYTREE,
             name,
             None,
             ("cxx_pytree_inlined", *_RIGHT_FAST_PATH),
@@ -265,7 +268,7 @@ TORCH_PYTREE: tuple[Substitution, ...] = (
         for name in ("tree_map", "tree_map_only", "tree_map_with_path")
     ),
     *(
-        Substitution("torch pytree", "torch.utils._cxx_pytree", name, None, "cxx_pytree_inlined")
+        Substitution("torch pytree", CXX_PYTREE, name, None, "cxx_pytree_inlined")
         for name in (
             "tree_flatten",
             "tree_unflatten",

@@ -124,8 +124,8 @@ def dict_entries(variable: Variable) -> list[tuple[Any, Any, Any]]:
 def keys_underneath(tx: Translator, variable: Variable) -> list[Any] | None:
     """An OrderedDict's keys in its underlying dict's order, which ``move_to_end`` does
     not change and optree's C code reads, where it comes in (Dynamo's own guard on its
-    keys reads that order, from torch 2.6); None for one made in the graph, whose
-    variable holds the keys in the OrderedDict's own order only."""
+    keys reads that order: seen on torch 2.7.1, 2.13 and 2.15); None for one made in the
+    graph, whose variable holds the keys in the OrderedDict's own order only."""
     source = _source(variable)
     if source is None:
         return None
