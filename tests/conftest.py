@@ -1,5 +1,5 @@
-"""Hypothesis profiles: a quick one for CI (the default) and a long one behind DTC_FUZZ=long;
-the long-running tests first."""
+"""Hypothesis profiles by ``DTC_FUZZ`` (``tests/helpers/breadth.py``); the ``wide`` tests
+only where the profile runs the repetitions; the long-running tests first."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.helpers.breadth import PROFILE, WIDE
 
 settings.register_profile(
     "ci",
@@ -22,6 +24,9 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
     print_blob=True,
 )
+# make test's: the same examples as CI's (eager property tests are cheap); the compiled
+# ones draw fewer (tests/helpers/structures.py).
+settings.register_profile("quick", parent=settings.get_profile("ci"))
 # A smoke profile, for a first look on a new torch: DTC_FUZZ=smoke.
 settings.register_profile(
     "smoke",
@@ -30,7 +35,7 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
     derandomize=True,
 )
-settings.load_profile(os.environ.get("DTC_FUZZ") or "ci")
+settings.load_profile(PROFILE)
 
 # The version-matrix tests run only in the environments `make matrix` builds, those for a
 # torch outside the supported releases only where `make matrix-torch-outside` runs them.
@@ -50,8 +55,15 @@ LONG_RUNNING = (
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The long-running tests first, in the order above, each group as collected."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``wide`` tests deselected where the profile leaves out the repetitions (they
+    run in CI's other stages); the long-running tests first, in the order above, each
+    group as collected."""
+    if not WIDE:
+        wide = [item for item in items if item.get_closest_marker("wide")]
+        if wide:
+            config.hook.pytest_deselected(items=wide)
+            items[:] = [item for item in items if not item.get_closest_marker("wide")]
 
     def rank(item: pytest.Item) -> int:
         found = (i for i, start in enumerate(LONG_RUNNING) if item.nodeid.startswith(start))

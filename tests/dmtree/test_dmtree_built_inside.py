@@ -14,7 +14,6 @@ back as constants, and the inner results as they are.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 
 from dynamo_tree_compat import config, dmtree
 from tests.helpers import leaves as rllib_leaves
+from tests.helpers.breadth import LONG, by_profile
 from tests.helpers.compiling import compiled
 from tests.helpers.dynamo_support import TORCH, drawn_kinds
 from tests.helpers.structures import (
@@ -54,10 +54,11 @@ if TORCH < (2, 10):  # Dynamo 2.9 builds no chain of any kind past about 190
     }
 PLAIN = ("list", "tuple", "dict")
 #: Where any other kind is in the chain, the twins trace it: correct at any depth, but a
-#: chain 1,000 deep costs minutes to compile. CI draws such chains up to this length;
-#: the long profile (DTC_FUZZ=long), to the limit.
-LONG = os.environ.get("DTC_FUZZ") == "long"
-TWIN_CHAIN = LIMIT if LONG else 40
+#: chain 1,000 deep costs minutes to compile. Such chains are drawn up to this length: 20
+#: in make test, 40 in the ci profile, to the limit in the long one.
+TWIN_CHAIN = by_profile(quick=20, ci=40, smoke=20, long=LIMIT)
+#: How deep the plain chain goes through the twins (the fast path takes it to the limit).
+TWINS_PLAIN = by_profile(quick=90, ci=300, smoke=90, long=LIMIT)
 
 # --- Programs: a spec as postorder steps, run inside the graph ---------------------------
 
@@ -342,7 +343,7 @@ def test_every_function_on_chains_built_inside(case: tuple[Spec, tuple[str, ...]
 
 
 #: Each drawn structure compiles every dm-tree function: half the compiled fuzz tests'
-#: count (5 in CI; the long profile's 2,000 with DTC_FUZZ=long).
+#: count (2 in make test, 5 in the ci profile; the long profile's 2,000).
 BUILT_INSIDE_EXAMPLES = COMPILED_EXAMPLES if LONG else max(1, COMPILED_EXAMPLES // 2)
 
 
@@ -355,11 +356,11 @@ def test_every_function_on_structures_built_inside(
 
 
 def test_deep_plain_chain_through_the_twins() -> None:
-    """With the fast path off, the twins trace DEEP_PLAIN's chain too (in CI 300 deep,
-    for time; to the limit with DTC_FUZZ=long). The fast path takes it in the deep cases."""
+    """With the fast path off, the twins trace DEEP_PLAIN's chain too (TWINS_PLAIN deep,
+    for time). The fast path takes it to the limit in the deep cases."""
     inner, kinds, cut = DEEP_PLAIN
     saved, config.fast_path = config.fast_path, False
     try:
-        check(inner, kinds if LONG else kinds[:300], cut)
+        check(inner, kinds[:TWINS_PLAIN], cut)
     finally:
         config.fast_path = saved

@@ -20,10 +20,11 @@ import torch
 import torch.utils._pytree as pytree
 import tree
 
+from tests.helpers.breadth import LONG, WIDE
 from tests.helpers.dynamo_support import TORCH, dynamo_traces, new_defaultdict
 from tests.helpers.structures import ReadOnlyMapping
 
-__all__ = ["CALLS", "CHANGES", "CORE", "Change", "leaf"]
+__all__ = ["CALLS", "CHANGES", "CORE", "Change", "changes_for", "leaf"]
 
 
 def leaf(value: float = 1.0) -> torch.Tensor:
@@ -203,8 +204,21 @@ _CORE_DEEPER = (
 CORE: tuple[str, ...] = tuple(
     name for name in (*_CORE_TOP, *(f"{name}, deeper" for name in _CORE_DEEPER)) if name in CHANGES
 )
-if os.environ.get("DTC_FUZZ") == "long":
+if LONG:
     CORE = tuple(CHANGES)
+#: In make test's profile, each call takes every ROTATION-th change of the core, from its
+#: place among its library's calls on: every change still meets every library, through a
+#: quarter of its calls; the ci and long profiles run every change on every call.
+ROTATION = 1 if WIDE else 4
+
+
+def changes_for(place: int) -> tuple[str, ...]:
+    """The core changes for the call at ``place`` among its library's calls.
+
+    >>> len(changes_for(0)) + len(changes_for(1)) + len(changes_for(2)) >= len(CORE) // 2
+    True
+    """
+    return CORE[place % ROTATION :: ROTATION]
 
 
 # --- The calls ------------------------------------------------------------------------

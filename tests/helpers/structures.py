@@ -25,13 +25,14 @@ import wrapt
 from hypothesis import strategies as st
 
 from tests.helpers import leaves as rllib_leaves
+from tests.helpers.breadth import by_profile
 from tests.helpers.dynamo_support import drawn_kinds, new_defaultdict
 
 Spec = tuple[Any, ...]
 
-#: Structures per compiled fuzz test: 2,000 in the long profile (DTC_FUZZ=long), 10 in CI.
+#: Structures per compiled fuzz test, by profile (tests/helpers/breadth.py); each compiles.
 COMPILED_EXAMPLES = int(
-    os.environ.get("DTC_COMPILED_EXAMPLES", 2000 if os.environ.get("DTC_FUZZ") == "long" else 10)
+    os.environ.get("DTC_COMPILED_EXAMPLES") or by_profile(quick=4, ci=10, smoke=4, long=2000)
 )
 
 # --- Container classes used in specs ---------------------------------------------------

@@ -10,7 +10,9 @@ Keras 3.11.3 (``keras.tree`` through optree) runs in the project's environment; 
 (19 breaks at ``torchtree_impl.py:39`` in one fit). Keras's own
 breaks (``backward()``, ``.item()``, numpy dtypes) remain and are not this package's.
 Most runs trace with ``backend="eager"`` (``torch.compile`` is wrapped while they run);
-one fit runs Keras's default, inductor.
+one fit runs Keras's default, inductor. ``make test`` runs the sequential model; the
+other models and inductor (marked ``wide``) run on Keras 3.0.5 and 3.15.1 in CI's Keras
+stage, and everywhere with ``DTC_FUZZ=ci``.
 """
 
 from __future__ import annotations
@@ -155,12 +157,15 @@ def _parts(predicted: Any) -> list[Any]:
     "build",
     [
         sequential,
-        dict_input,
+        pytest.param(dict_input, marks=pytest.mark.wide),
         pytest.param(
             tuple_io,
-            marks=pytest.mark.skipif(
-                not hasattr(keras, "tree"), reason="keras.tree is public from Keras 3.1 on"
-            ),
+            marks=[
+                pytest.mark.wide,
+                pytest.mark.skipif(
+                    not hasattr(keras, "tree"), reason="keras.tree is public from Keras 3.1 on"
+                ),
+            ],
         ),
     ],
 )
@@ -187,6 +192,7 @@ def test_fit_evaluate_predict_with_jit_compile(
 
 
 @pytest.mark.slow
+@pytest.mark.wide
 @pytest.mark.no_tree_graph_breaks
 def test_fit_with_inductor_as_keras_compiles_it() -> None:
     eager = train(sequential, jit_compile=False)

@@ -11,7 +11,6 @@ where nothing changed: the guards are not so strict that every call recompiles.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,9 +22,10 @@ from hypothesis import strategies as st
 
 import dynamo_tree_compat
 from dynamo_tree_compat import config
+from tests.helpers.breadth import LONG
 from tests.helpers.compiling import fresh_dynamo  # noqa: F401
 from tests.helpers.dynamo_support import with_a_graph_op
-from tests.helpers.reuse import CALLS, CHANGES, CORE, Change, leaf
+from tests.helpers.reuse import CALLS, CHANGES, Change, changes_for, leaf
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     assert_same_ending,
@@ -37,21 +37,27 @@ from tests.helpers.structures import (
 
 #: Calls CI also runs with the fast paths off (then the twins, or the library's own code
 #: over the C layer, read the structure): one that maps and one that flattens per
-#: library. The long profile (DTC_FUZZ=long) runs every call both ways.
+#: library. The long profile (DTC_FUZZ=long) runs every call both ways. Each call takes
+#: the core changes ``changes_for`` gives it (all of them in the ci and long profiles).
 _ALSO_WITHOUT_FAST_PATH = {
     "dm-tree": {"map_structure", "flatten_with_path", "unflatten_as"},
     "optree": {"tree_map", "tree_flatten"},
     "torch pytree": {"tree_map", "tree_flatten", "tree_unflatten"},
     "keras.tree": set(),
 }
-_LONG = os.environ.get("DTC_FUZZ") == "long"
 CASES = [
     pytest.param(library, name, fast, id=f"{library}.{name}-{'fast' if fast else 'twin'}")
     for library, calls in CALLS.items()
     for name in calls
     for fast in (True, False)
-    if fast or _LONG or name in _ALSO_WITHOUT_FAST_PATH[library]
+    if fast or LONG or name in _ALSO_WITHOUT_FAST_PATH[library]
 ]
+#: Each case's place among its library's cases: which core changes it takes.
+PLACES = {
+    case.values: place
+    for library in CALLS
+    for place, case in enumerate(case for case in CASES if case.values[0] == library)
+}
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +107,8 @@ def _graphs() -> int:
 def test_every_change_gets_eagers_answer(library: str, name: str, fast: bool) -> None:
     saved, config.fast_path = config.fast_path, fast
     try:
-        wrong = _wrong_answers(CALLS[library][name], {c: CHANGES[c] for c in CORE})
+        changes = changes_for(PLACES[library, name, fast])
+        wrong = _wrong_answers(CALLS[library][name], {c: CHANGES[c] for c in changes})
     finally:
         config.fast_path = saved
     assert not wrong, "\n".join(wrong)
