@@ -35,7 +35,7 @@ $(KERAS_STAMP): pyproject.toml constraints-keras.txt
 	$(PYTHON) -m venv $(KERAS_VENV)
 	$(KERAS_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(KERAS_VENV)/bin/python -m pip install --quiet -c constraints-keras.txt -e . \
-		keras numpy packaging dm-tree attrs wrapt hypothesis pytest
+		keras numpy packaging dm-tree attrs wrapt hypothesis pytest pytest-xdist
 	touch $(KERAS_STAMP)
 
 ## Keras 3.15.1 (keras.tree over torch's pytree) with torch 2.13.0, in its own environment:
@@ -54,10 +54,11 @@ $(KERAS_NEW_STAMP): pyproject.toml constraints.txt
 	touch $(KERAS_NEW_STAMP)
 
 integration-keras: $(KERAS_STAMP) $(KERAS_NEW_STAMP)
-	$(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_keras.py \
+	DTC_FUZZ=ci $(KERAS_VENV)/bin/python -m pytest -q -s -o addopts= -p no:cacheprovider \
+		-n $(WORKERS) --maxschedchunk=2 tests/integration/test_keras.py \
 		tests/integration/test_graph_budget.py \
 		tests/integration/test_keras_fit.py
-	$(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) \
+	DTC_FUZZ=ci $(KERAS_NEW_VENV)/bin/python -m pytest -q -s -p no:cacheprovider -n $(WORKERS) \
 		--maxschedchunk=2 tests/suites/test_keras_suite.py \
 		tests/integration/test_graph_budget.py tests/integration/test_keras_fit.py
 
@@ -72,8 +73,8 @@ $(RLLIB_STAMP): pyproject.toml constraints-rllib.txt
 		'ray[rllib]' pytest hypothesis
 	touch $(RLLIB_STAMP)
 
-## The integration environments alone (CI builds them while make test runs).
-integration-environments: $(KERAS_STAMP) $(KERAS_NEW_STAMP) $(RLLIB_STAMP)
+## The integration and matrix environments alone (CI builds them while make test runs).
+integration-environments: $(KERAS_STAMP) $(KERAS_NEW_STAMP) $(RLLIB_STAMP) $(MATRIX_STAMP)
 
 integration-rllib: $(RLLIB_STAMP)
 	$(RLLIB_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_rllib.py
@@ -81,19 +82,26 @@ integration-rllib: $(RLLIB_STAMP)
 ## The version matrix: one environment without dm-tree and optree, then with dm-tree only,
 ## then with the oldest optree supported, where the optree suites run, then optree only.
 MATRIX_VENV ?= .venv-matrix
+MATRIX_STAMP := $(MATRIX_VENV)/.installed
 MATRIX_TEST := $(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/matrix
-matrix:
+$(MATRIX_STAMP): pyproject.toml constraints.txt
 	rm -rf $(MATRIX_VENV)
 	$(PYTHON) -m venv $(MATRIX_VENV)
 	$(MATRIX_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(MATRIX_VENV)/bin/python -m pip install --quiet -c constraints.txt -e . pytest hypothesis
+	$(MATRIX_VENV)/bin/python -m pip install --quiet -c constraints.txt -e . pytest hypothesis \
+		pytest-xdist
+	touch $(MATRIX_STAMP)
+
+matrix: $(MATRIX_STAMP)
+	$(MATRIX_VENV)/bin/python -m pip uninstall --quiet --yes dm-tree optree attrs wrapt numpy
 	DTC_MATRIX=1 DTC_MISSING=tree,optree $(MATRIX_TEST)
 	$(MATRIX_VENV)/bin/python -m pip install --quiet -c constraints.txt dm-tree
 	DTC_MATRIX=1 DTC_MISSING=optree $(MATRIX_TEST)
 	grep -v '^optree' constraints.txt > $(MATRIX_VENV)/constraints-oldest-optree.txt
 	$(MATRIX_VENV)/bin/python -m pip install --quiet -c $(MATRIX_VENV)/constraints-oldest-optree.txt \
 		optree==0.13.0 attrs wrapt numpy
-	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/optree
+	$(MATRIX_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --maxschedchunk=2 \
+		tests/optree
 	$(MATRIX_VENV)/bin/python -m pip uninstall --quiet --yes dm-tree
 	DTC_MATRIX=1 DTC_MISSING=tree $(MATRIX_TEST)
 

@@ -1,10 +1,11 @@
 """What the judges of the libraries' own suites share: running ``run.py`` in a fresh
 interpreter, and the verdict.
 
-A suite runs three times: eagerly, compiled with the package, and compiled without it
-(``DYNAMO_TREE_COMPAT=0``). The verdict: every test that passes eagerly passes compiled
-with the package, except the limits named with their reason, and no compiled call
-returns what eager code would not. The counts of all three runs are printed (``-s``).
+A suite runs eagerly and compiled with the package; in the ci and long profiles also
+compiled without it (``DYNAMO_TREE_COMPAT=0``), for the counts. The verdict: every test
+that passes eagerly passes compiled with the package, except the limits named with their
+reason, and no compiled call returns what eager code would not. The counts of the runs
+are printed (``-s``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.helpers.breadth import WIDE
 
 RUNNER = Path(__file__).with_name("run.py")
 ROOT = RUNNER.parents[2]
@@ -41,11 +44,24 @@ def run_suite(
     return json.loads(out.read_text())
 
 
+def runs(
+    suite: str, tmp_path: Path, *extra: str, **env: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """The suite eagerly, compiled, and (in the ci and long profiles) compiled without the
+    package: the judge's three runs."""
+    eager, compiled = (run_suite(suite, mode, tmp_path, *extra, **env) for mode in MODES)
+    without = run_suite(suite, "compiled", tmp_path, *extra, package=False, **env) if WIDE else None
+    return eager, compiled, without
+
+
+MODES = ("eager", "compiled")
+
+
 def verdict(
     name: str,
     eager: dict[str, Any],
     compiled: dict[str, Any],
-    without: dict[str, Any],
+    without: dict[str, Any] | None,
     limits: dict[str, str],
     tests: Callable[[str], bool] = lambda test: True,
     calls: str = "",
@@ -58,13 +74,18 @@ def verdict(
     def failing(run: dict[str, Any]) -> set[str]:
         return {test for test in run["failed"] if judged(test)}
 
+    def of(key: str) -> str:
+        """A count of the run without the package, if it ran."""
+        if without is None:
+            return "not run"
+        return str(len(failing(without)) if key == "failed" else without[key])
+
     print(
         f"\n{name}: ran {eager['ran']} tests; failed: eagerly {len(failing(eager))}, "
-        f"compiled with the package {len(failing(compiled))}, without it "
-        f"{len(failing(without))}; compiled calls {compiled['calls']} (without: "
-        f"{without['calls']}), differing from eager {compiled['differs']} (without: "
-        f"{without['differs']}), graph breaks {compiled['breaks']} (without: "
-        f"{without['breaks']})"
+        f"compiled with the package {len(failing(compiled))}, without it {of('failed')}; "
+        f"compiled calls {compiled['calls']} (without: {of('calls')}), differing from eager "
+        f"{compiled['differs']} (without: {of('differs')}), graph breaks "
+        f"{compiled['breaks']} (without: {of('breaks')})"
     )
     wrong = []
     if eager["ran"] != compiled["ran"]:

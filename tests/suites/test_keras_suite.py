@@ -23,7 +23,7 @@ pytest.importorskip("keras")
 pytest.importorskip("absl.testing.parameterized")
 tree_api = pytest.importorskip("keras.src.tree.tree_api")
 
-from tests.suites.judge import run_suite, verdict  # noqa: E402
+from tests.suites.judge import runs, verdict  # noqa: E402
 
 DYNAMO_2_5 = __import__("torch").__version__.startswith("2.5.")
 #: The suite's name for the layer Keras uses here: "torchtree" for torchtree_impl.
@@ -39,8 +39,7 @@ def _of_layer(test: str) -> bool:
     reason="this Keras wheel ships no tree_test.py (Keras 3.12 and later do)",
 )
 def test_kerass_tree_suite_passes_compiled(tmp_path: Path) -> None:
-    eager, compiled = (run_suite("keras", mode, tmp_path) for mode in ("eager", "compiled"))
-    without = run_suite("keras", "compiled", tmp_path, package=False)
+    eager, compiled, without = runs("keras", tmp_path)
     assert eager["ran"] > 20  # the whole suite, not an empty module
     ours = f"{LAYER}_impl."
     name = f"Keras's tree_test.py, {LAYER}"
