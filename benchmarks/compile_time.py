@@ -254,13 +254,16 @@ def _dynamo_own() -> set[str]:
     package's capabilities: the fast path exists, and gives eager's answer (a defaultdict
     kept, a graph not reused for keys in another order; else the package takes the map)."""
     rows = {
-        "torch pytree tree_map": "tree_map_fast_path",
-        "torch pytree tree_map_only": "tree_map_only_fast_path",
-        "torch pytree tree_map_with_path": "tree_map_with_path_fast_path",
+        "torch pytree tree_map": _dynamo.Capability.TREE_MAP_FAST_PATH,
+        "torch pytree tree_map_only": _dynamo.Capability.TREE_MAP_ONLY_FAST_PATH,
+        "torch pytree tree_map_with_path": _dynamo.Capability.TREE_MAP_WITH_PATH_FAST_PATH,
     }
     right = all(
-        _dynamo.capability(name)
-        for name in ("tree_map_fast_path_keeps_defaultdict", "tree_map_fast_path_guards_key_order")
+        _dynamo.capability(capability)
+        for capability in (
+            _dynamo.Capability.TREE_MAP_FAST_PATH_KEEPS_DEFAULTDICT,
+            _dynamo.Capability.TREE_MAP_FAST_PATH_GUARDS_KEY_ORDER,
+        )
     )
     return {row for row, capability in rows.items() if right and _dynamo.capability(capability)}
 

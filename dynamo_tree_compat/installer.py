@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _dynamo, config, dmtree, keras_twins, optree_twins, outcomes
+from ._dynamo import Capability
 from .outcomes import TORCH_RANGE, Kind, Outcome
 from .substitutions import CXX_PYTREE, LIBRARIES, LIBRARY_OF, Substitution
 
@@ -48,7 +49,7 @@ def _substitution_unavailable() -> Outcome | None:
     return None if reason is None else Outcome(Kind.SUBSTITUTION_UNAVAILABLE, detail=reason)
 
 
-def _dynamo_can(capability: str) -> bool:
+def _dynamo_can(capability: Capability) -> bool:
     """Whether this Dynamo can do ``capability`` (``_dynamo.capability``); False, so
     that the twins work around it, where asking fails."""
     try:
@@ -76,7 +77,7 @@ def needed(substitution: Substitution) -> bool:
     unless = substitution.unless_dynamo
     if unless is None:
         return True
-    return not all(map(_dynamo_can, (unless,) if isinstance(unless, str) else unless))
+    return not all(map(_dynamo_can, (unless,) if isinstance(unless, Capability) else unless))
 
 
 def _do_nothing() -> None:
@@ -249,7 +250,7 @@ def _install_helpers() -> None:
     if optree_registered and "optree" not in _helpers_tried:
         _helpers_tried.add("optree")
         sort = getattr(sys.modules.get("optree.utils"), "total_order_sorted", None)
-        if sort is None or _dynamo_can("sort_raises_cleanly"):
+        if sort is None or _dynamo_can(Capability.SORT_RAISES_CLEANLY):
             return
         # optree's own flatten functions for dicts sort keys of any types. One unit: the
         # sort's stand-in calls total_order, which without its own would call the sort.
@@ -286,12 +287,12 @@ def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]
         (helpers.attrs_field_names, helpers.attrs_field_names_traced, False),
         (helpers.attrs_field_names_known, helpers.attrs_field_names_unknown, True),
     ]
-    if not _dynamo_can("sort_raises_cleanly"):
+    if not _dynamo_can(Capability.SORT_RAISES_CLEANLY):
         stand_ins.append((helpers.sorted_keys, helpers.sorted_keys_checked, False))
-    if not _dynamo_can("defaultdict_leaves_graph"):
+    if not _dynamo_can(Capability.DEFAULTDICT_LEAVES_GRAPH):
         breaking = _breaking(helpers.defaultdict_like, _dynamo.DEFAULTDICT_LEFT_AS_DICT)
         stand_ins.append((helpers.defaultdict_like, breaking, False))
-    elif not _dynamo_can("defaultdict_takes_items"):
+    elif not _dynamo_can(Capability.DEFAULTDICT_TAKES_ITEMS):
         stand_ins.append((helpers.defaultdict_like, helpers.defaultdict_like_copied, False))
     return stand_ins
 

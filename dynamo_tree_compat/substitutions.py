@@ -8,7 +8,7 @@ first is the Dynamo layer's table (``_dynamo.FAST_PATHS``, by the original's nam
 
 >>> [s.original_name for s in DM_TREE][:3]
 ['tree.is_nested', 'tree.flatten', 'tree.flatten_with_path']
->>> [s.name for s in OPTREE if s.unless_dynamo == "deque_keeps_maxlen"]
+>>> [s.name for s in OPTREE if s.unless_dynamo is Capability.DEQUE_KEEPS_MAXLEN]
 ['tree_map_', 'tree_map_with_path_', 'tree_map_with_accessor_']
 """
 
@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import dmtree, keras_twins, optree_twins, originals
+from ._dynamo import Capability
+
+C = Capability
 
 __all__ = [
     "CXX_PYTREE",
@@ -47,9 +50,9 @@ class Substitution:
     #: The original's name in its module; dotted for a function kept on another (x.get).
     name: str
     twin: Callable[..., Any] | None
-    #: Dynamo capabilities (``_dynamo.capability``), one name or several, under all of
-    #: which the twin is not needed: Dynamo then follows the library's own code.
-    unless_dynamo: str | tuple[str, ...] | None = None
+    #: Dynamo capabilities (``_dynamo.capability``), one or several, under all of which
+    #: the twin is not needed: Dynamo then follows the library's own code.
+    unless_dynamo: Capability | tuple[Capability, ...] | None = None
     #: An import path whose presence in this library version makes the twin unneeded.
     unless_present: str | None = None
     #: Fingerprints (``keras_twins.fingerprint``) of the originals' code the twin mirrors;
@@ -155,11 +158,11 @@ OPTREE: tuple[Substitution, ...] = (
     # A generator, lazy as optree's iterator: where Dynamo runs a generator to its end,
     # optree's own iterator runs instead, after a graph break.
     Substitution(
-        "optree", "optree", "tree_iter", optree_twins.tree_iter, "generators_run_to_the_end"
+        "optree", "optree", "tree_iter", optree_twins.tree_iter, C.GENERATORS_RUN_TO_THE_END
     ),
     # Dynamo 2.5 cannot call deque(..., maxlen=0), which optree's in-place maps do.
     *(
-        Substitution("optree", "optree", name, getattr(optree_twins, name), "deque_keeps_maxlen")
+        Substitution("optree", "optree", name, getattr(optree_twins, name), C.DEQUE_KEEPS_MAXLEN)
         for name in ("tree_map_", "tree_map_with_path_", "tree_map_with_accessor_")
     ),
     # Dynamo's max and min take a key function only over constant values.
@@ -221,7 +224,7 @@ def _is_optree(module: Any) -> bool:
 #: a wrong answer (a defaultdict returned as a plain dict, 2.15; a graph reused for keys
 #: in another order, 2.13 and 2.15), the other calls on every release (that fast path
 #: maps only).
-_RIGHT_FAST_PATH = ("tree_map_fast_path_keeps_defaultdict", "tree_map_fast_path_guards_key_order")
+_RIGHT_FAST_PATH = (C.TREE_MAP_FAST_PATH_KEEPS_DEFAULTDICT, C.TREE_MAP_FAST_PATH_GUARDS_KEY_ORDER)
 #: torch's optree-backed pytree module, whose rows the installer and the report tell apart.
 CXX_PYTREE = "torch.utils._cxx_pytree"
 TORCH_PYTREE: tuple[Substitution, ...] = (
@@ -231,14 +234,14 @@ TORCH_PYTREE: tuple[Substitution, ...] = (
         "torch.utils._pytree",
         "tree_map_with_path",
         None,
-        ("tree_map_with_path_fast_path", *_RIGHT_FAST_PATH),
+        (C.TREE_MAP_WITH_PATH_FAST_PATH, *_RIGHT_FAST_PATH),
     ),
     Substitution(
         "torch pytree",
         "torch.utils._pytree",
         "tree_map_only",
         None,
-        ("tree_map_only_fast_path", *_RIGHT_FAST_PATH),
+        (C.TREE_MAP_ONLY_FAST_PATH, *_RIGHT_FAST_PATH),
     ),
     *(
         Substitution("torch pytree", "torch.utils._pytree", name, None)
@@ -263,12 +266,12 @@ TORCH_PYTREE: tuple[Substitution, ...] = (
             CXX_PYTREE,
             name,
             None,
-            ("cxx_pytree_inlined", *_RIGHT_FAST_PATH),
+            (C.CXX_PYTREE_INLINED, *_RIGHT_FAST_PATH),
         )
         for name in ("tree_map", "tree_map_only", "tree_map_with_path")
     ),
     *(
-        Substitution("torch pytree", CXX_PYTREE, name, None, "cxx_pytree_inlined")
+        Substitution("torch pytree", CXX_PYTREE, name, None, C.CXX_PYTREE_INLINED)
         for name in (
             "tree_flatten",
             "tree_unflatten",

@@ -40,6 +40,7 @@ __all__ = [
     "PYTREE_COPIES_FILE",
     "STATS",
     "SUBSTITUTE_UNAVAILABLE",
+    "Capability",
     "Event",
     "GraphBreakRecorder",
     "before_each_frame",
@@ -121,6 +122,7 @@ _CONTRACT: dict[str, tuple[str, str]] = {
     "count_graphs": ("seam.patches", "count_graphs"),
     "load": ("seam.internals", "load"),
     "capability": ("seam.capabilities", "has"),
+    "Capability": ("runtime", "Capability"),
     "capabilities_settled": ("seam.capabilities", "settled"),
     "before_each_frame": ("seam.frames", "before_each_frame"),
 }

@@ -27,7 +27,7 @@ from .optree.spec import (
     spec_method_class,
     spec_variable_class,
 )
-from .runtime import step_aside
+from .runtime import Capability, step_aside
 from .seam import capabilities, frames, internals, patches, reads
 from .seam.types import Builder, Translator
 
@@ -132,7 +132,7 @@ def _hook_sourceless(flag_path: str) -> None:
     they read ``type(spec).__ne__``, a pybind11 method object, and Dynamo's builder fails
     on it with a TypeError (an internal error). This package's variable stands in."""
     try:
-        if not capabilities.has("compares_through_polyfills"):
+        if not capabilities.has(Capability.COMPARES_THROUGH_POLYFILLS):
             return
         owner, name = internals.sourceless_create()
         spec_method_class()

@@ -19,6 +19,7 @@ __all__ = [
     "LOG_NAME",
     "STATS",
     "TRACED_CODE",
+    "Capability",
     "Counted",
     "Event",
     "count",
@@ -44,6 +45,37 @@ def half_imported(module_name: str) -> bool:
 
 LOG_NAME = "dynamo_tree_compat"
 LOG = logging.getLogger(LOG_NAME)
+
+
+class Capability(enum.Enum):
+    """A question about this Dynamo that a workaround depends on; ``seam/capabilities.py``
+    declares how each is asked, its safe answer and the releases where it is true.
+
+    Code names a member, never a string, so a misspelt name fails where it is read, and
+    ``tests/internals/test_capabilities.py`` checks every ``Capability.`` in the source.
+    The value is the name in the disk cache, the reports and the docs.
+
+    >>> Capability("deque_keeps_maxlen") is Capability.DEQUE_KEEPS_MAXLEN
+    True
+    """
+
+    SORT_RAISES_CLEANLY = "sort_raises_cleanly"
+    DEFAULTDICT_TAKES_ITEMS = "defaultdict_takes_items"
+    DEFAULTDICT_LEAVES_GRAPH = "defaultdict_leaves_graph"
+    DEQUE_KEEPS_MAXLEN = "deque_keeps_maxlen"
+    INLINED_SKIP_BECOMES_BREAK = "inlined_skip_becomes_break"
+    BREAK_RECURSES_ON_CYCLES = "break_recurses_on_cycles"
+    SKIP_KEEPS_GRAPHS = "skip_keeps_graphs"
+    COMPARES_THROUGH_POLYFILLS = "compares_through_polyfills"
+    TREE_MAP_FAST_PATH = "tree_map_fast_path"
+    TREE_MAP_WITH_PATH_FAST_PATH = "tree_map_with_path_fast_path"
+    TREE_MAP_ONLY_FAST_PATH = "tree_map_only_fast_path"
+    TREE_MAP_FAST_PATH_KEEPS_DEFAULTDICT = "tree_map_fast_path_keeps_defaultdict"
+    TREE_MAP_FAST_PATH_GUARDS_KEY_ORDER = "tree_map_fast_path_guards_key_order"
+    SET_SUBCLASS_KEEPS_CONTENTS = "set_subclass_keeps_contents"
+    ITER_OF_A_NUMBER_RAISES = "iter_of_a_number_raises"
+    GENERATORS_RUN_TO_THE_END = "generators_run_to_the_end"
+    CXX_PYTREE_INLINED = "cxx_pytree_inlined"
 
 
 class Event(enum.Enum):

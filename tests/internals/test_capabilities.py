@@ -9,20 +9,26 @@ seen on 2026-12-03 (``docs/torch-versions.md``).
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 import os
 import pathlib
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
 
+from dynamo_tree_compat._dynamo.runtime import Capability
 from dynamo_tree_compat._dynamo.seam import capabilities
 from tests.helpers.dynamo_support import FEATURES, TORCH, dynamo_traces
 from tests.helpers.fresh import run_fresh
 
 RELEASES = [(2, minor) for minor in range(5, 16)]
+#: The package's capabilities by name.
+NAMES = [capability.value for capability in Capability]
 
 
 def _releases(first: tuple[int, int], last: tuple[int, int]) -> set[tuple[int, int]]:
@@ -92,22 +98,24 @@ needs_a_pinned_release = pytest.mark.skipif(
 
 
 def test_every_capability_and_feature_is_pinned() -> None:
-    assert set(TRUE_ON) == set(capabilities.NAMES) | set(FEATURES)
+    assert set(TRUE_ON) == set(NAMES) | set(FEATURES)
+    assert set(capabilities.QUESTIONS) == set(Capability)
 
 
 @needs_a_pinned_release
-@pytest.mark.parametrize("name", capabilities.NAMES)
+@pytest.mark.parametrize("name", NAMES)
 def test_the_package_capability_answers_as_pinned(name: str) -> None:
     """Both the shipped answer and the trial itself, asked now on this torch."""
-    assert capabilities.has(name) is (TORCH in TRUE_ON[name]), f"torch {torch.__version__}"
-    assert capabilities.trial(name) is (TORCH in TRUE_ON[name]), f"torch {torch.__version__}"
+    capability = Capability(name)
+    assert capabilities.has(capability) is (TORCH in TRUE_ON[name]), torch.__version__
+    assert capabilities.trial(capability) is (TORCH in TRUE_ON[name]), torch.__version__
 
 
 def test_the_shipped_answers_are_the_pinned_ones_for_every_release() -> None:
     assert [tuple(map(int, r.split(".")[:2])) for r in capabilities.KNOWN_RELEASES] == RELEASES
     for release in capabilities.KNOWN_RELEASES:
         minor = tuple(map(int, release.split(".")[:2]))
-        expected = {name: minor in TRUE_ON[name] for name in capabilities.NAMES}
+        expected = {Capability(name): minor in TRUE_ON[name] for name in NAMES}
         assert capabilities.known_answers(release) == expected, release
         assert capabilities.known_answers(release + "+cu126") == expected, release
 
@@ -120,14 +128,14 @@ def test_the_test_feature_answers_as_pinned(feature: str) -> None:
 
 def test_a_capability_is_asked_once() -> None:
     """The answer is kept: a second ask compiles nothing."""
-    name = "deque_keeps_maxlen"
-    first = capabilities.has(name)
-    compiled = capabilities._QUESTIONS[name]
+    capability = Capability.DEQUE_KEEPS_MAXLEN
+    first = capabilities.has(capability)
+    question = capabilities.QUESTIONS[capability]
     try:
-        capabilities._QUESTIONS[name] = (lambda: not first, compiled[1])
-        assert capabilities.has(name) is first
+        capabilities.QUESTIONS[capability] = dataclasses.replace(question, ask=lambda: not first)
+        assert capabilities.has(capability) is first
     finally:
-        capabilities._QUESTIONS[name] = compiled
+        capabilities.QUESTIONS[capability] = question
 
 
 def test_a_trial_leaves_dynamo_s_counters_as_they_were() -> None:
@@ -162,14 +170,15 @@ def test_a_first_compile_that_imports_dynamo_still_gets_true_answers() -> None:
             return tree.map_structure(lambda t: t * 2, made)
         out = torch.compile(step, backend=counting)(torch.ones(2))
         from dynamo_tree_compat._dynamo.seam import capabilities
-        print(json.dumps([type(out).__name__, len(graphs), capabilities._ANSWERS]))
+        answered = {c.value: a for c, a in capabilities._ANSWERS.items()}
+        print(json.dumps([type(out).__name__, len(graphs), answered]))
         """,
         DYNAMO_TREE_COMPAT_ANY_TORCH="1",
         DYNAMO_TREE_COMPAT_ASK_DYNAMO="1",  # as on a build nobody has seen
         DYNAMO_TREE_COMPAT_CACHE_DIR="0",
     )
     kind, graphs, answers = json.loads(completed.stdout.strip().splitlines()[-1])
-    expected = {name: TORCH in TRUE_ON[name] for name in capabilities.NAMES}
+    expected = {name: TORCH in TRUE_ON[name] for name in NAMES}
     assert answers == expected
     if expected["defaultdict_leaves_graph"]:  # before 2.8 Dynamo returns a plain dict
         assert (kind, graphs) == ("defaultdict", 1)  # the safe answer: a break at the map
@@ -182,7 +191,8 @@ from dynamo_tree_compat._dynamo.seam import capabilities
 after_import = list(capabilities.TRIALS_RUN)
 compiled = torch.compile(lambda x: tree.map_structure(lambda t: t + 1, [x]), backend="eager")
 compiled(torch.ones(1))
-print(json.dumps([after_import, capabilities.TRIALS_RUN, capabilities._ANSWERS]))
+answered = {c.value: a for c, a in capabilities._ANSWERS.items()}
+print(json.dumps([after_import, capabilities.TRIALS_RUN, answered]))
 """
 
 
@@ -196,11 +206,11 @@ def _import_then_compile(**environment: str) -> tuple[list[str], list[str], dict
 def test_nothing_compiles_for_a_capability_on_a_release_the_matrix_tests() -> None:
     after_import, after_compile, answers = _import_then_compile()
     assert (after_import, after_compile) == ([], [])
-    assert answers == {name: TORCH in TRUE_ON[name] for name in capabilities.NAMES}
+    assert answers == {name: TORCH in TRUE_ON[name] for name in NAMES}
 
 
 def _compiling() -> set[str]:
-    return {name for name, (_, compiles) in capabilities._QUESTIONS.items() if compiles}
+    return {c.value for c, question in capabilities.QUESTIONS.items() if question.compiles}
 
 
 def test_a_build_nobody_has_seen_asks_once_before_its_first_frame_then_from_the_cache(
@@ -241,3 +251,50 @@ def test_concurrent_writers_leave_one_whole_cache_file(tmp_path: pathlib.Path) -
     [cached] = tmp_path.iterdir()  # no temporary file left behind
     answers = [json.loads(out.splitlines()[-1])[2] for out, _ in outputs]
     assert json.loads(cached.read_text())["answers"] == answers[0] == answers[1] == answers[2]
+
+
+#: Where capabilities are named: the package, its tests and benchmarks.
+_SOURCES = [
+    path
+    for folder in ("dynamo_tree_compat", "tests", "benchmarks")
+    for path in sorted((pathlib.Path(__file__).parents[2] / folder).rglob("*.py"))
+]
+#: The functions that take a capability.
+_ASKING = {"has", "lacks", "trial", "capability", "_dynamo_can"}
+
+
+def _misnamed(tree: ast.AST) -> list[str]:
+    """A capability named by a string, or a member that does not exist, in ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in ("Capability", "C") and node.attr.isupper():
+                if node.attr not in Capability.__members__:
+                    found.append(f"line {node.lineno}: no capability {node.attr}")
+        if isinstance(node, ast.Call):
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else None
+            name = function.id if isinstance(function, ast.Name) else name
+            if name in _ASKING and any(
+                isinstance(arg, ast.Constant) and isinstance(arg.value, str) for arg in node.args
+            ):
+                found.append(f"line {node.lineno}: {name}() given a string")
+    return found
+
+
+def test_every_capability_is_named_by_an_existing_member_never_a_string() -> None:
+    """A misspelt capability fails here, whatever line it is on and whether it runs."""
+    found = [
+        f"{path.name}, {problem}"
+        for path in _SOURCES
+        for problem in _misnamed(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert not found, found
+
+
+def test_the_static_check_finds_a_misspelt_member_and_a_string() -> None:
+    planted = "x = Capability.SKIP_KEEPS_GRAPH\nhas('skip_keeps_graphs')\nlacks(C.NO_SUCH)"
+    assert len(_misnamed(ast.parse(planted))) == 3
+    by_name: Any = "skip_keeps_graphs"
+    with pytest.raises(TypeError, match="expected a Capability member"):
+        capabilities.has(by_name)

@@ -10,6 +10,7 @@ or to torch's own handling; faults while registering leave the library to torch.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import inspect
 import types
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ import torch
 import tree
 
 from dynamo_tree_compat import _dynamo, installer
+from dynamo_tree_compat._dynamo.runtime import Capability
 from dynamo_tree_compat._dynamo.seam import (
     capabilities,
     frames,
@@ -158,17 +160,18 @@ def test_a_renamed_attribute_while_tracing_steps_aside(
     _compiled_like_eager(torch_bugs=name not in ALL_TO_TORCH)
 
 
-@pytest.mark.parametrize("name", capabilities.NAMES)
+@pytest.mark.parametrize("capability", list(Capability), ids=lambda c: c.value)
 def test_a_capability_that_cannot_be_asked_keeps_its_workaround(
-    name: str, monkeypatch: pytest.MonkeyPatch
+    capability: Capability, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A capability whose trial fails, in Dynamo or in our own code, gives the answer that
     keeps the workaround; never an error."""
-    _, compiles = capabilities._QUESTIONS[name]
-    monkeypatch.setitem(capabilities._QUESTIONS, name, (_broken(name), compiles))
+    question = capabilities.QUESTIONS[capability]
+    broken = dataclasses.replace(question, ask=_broken(capability.value))
+    monkeypatch.setitem(capabilities.QUESTIONS, capability, broken)
     monkeypatch.setattr(capabilities, "_ANSWERS", {})
-    assert capabilities.trial(name) is capabilities.SAFE[name]
-    assert capabilities.has(name) is capabilities.SAFE[name]
+    assert capabilities.trial(capability) is question.safe
+    assert capabilities.has(capability) is question.safe
 
 
 @pytest.mark.parametrize(("module", "name"), SEAM)

@@ -15,7 +15,7 @@ from dynamo_tree_compat import _dynamo
 from dynamo_tree_compat._dynamo.seam import sets
 from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
 
-KEEPS_WHOLE = _dynamo.capability("set_subclass_keeps_contents")
+KEEPS_WHOLE = _dynamo.capability(_dynamo.Capability.SET_SUBCLASS_KEEPS_CONTENTS)
 #: Dynamo 2.5 has no set-subclass variable: it breaks the graph its own way.
 DYNAMO_2_5 = torch.__version__.startswith("2.5.")
 

@@ -35,7 +35,7 @@ from tests.helpers.structures import (
 )
 
 #: Whether this Dynamo maps torch's pytree itself (then tree_map is left to it).
-DYNAMO_MAPS = _dynamo.capability("tree_map_fast_path")
+DYNAMO_MAPS = _dynamo.capability(_dynamo.Capability.TREE_MAP_FAST_PATH)
 PREFIX = "torch.utils._pytree."
 MAP = PREFIX + "tree_map"
 LEAVES = PREFIX + "tree_leaves"
@@ -43,9 +43,9 @@ LEAVES = PREFIX + "tree_leaves"
 OURS = {
     PREFIX + name
     for name, capability in {
-        "tree_map": "tree_map_fast_path",
-        "tree_map_with_path": "tree_map_with_path_fast_path",
-        "tree_map_only": "tree_map_only_fast_path",
+        "tree_map": _dynamo.Capability.TREE_MAP_FAST_PATH,
+        "tree_map_with_path": _dynamo.Capability.TREE_MAP_WITH_PATH_FAST_PATH,
+        "tree_map_only": _dynamo.Capability.TREE_MAP_ONLY_FAST_PATH,
         "tree_leaves": None,
         "tree_flatten": None,
         "tree_structure": None,
@@ -317,5 +317,5 @@ def test_every_map_keeps_a_defaultdict(mapped: Callable[[Any], Any]) -> None:
     def make() -> Any:
         return collections.defaultdict(list, {"b": torch.ones(2), "a": [torch.zeros(1)]})
 
-    fullgraph = _dynamo.capability("defaultdict_takes_items")
+    fullgraph = _dynamo.capability(_dynamo.Capability.DEFAULTDICT_TAKES_ITEMS)
     assert_identical(mapped(make()), compiled(mapped, fullgraph=fullgraph)(make()))

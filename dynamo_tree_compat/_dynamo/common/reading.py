@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ..runtime import Event, count, step_aside
+from ..runtime import Capability, Event, count, step_aside
 from ..seam import capabilities, internals, making, patches, reads
 from ..seam.types import Translator, Variable
 from .bytecode import trivial_body_of
@@ -246,7 +246,7 @@ def cycle_break(what: str, tx: Translator = None) -> Any:
     """A structure that contains itself: run eagerly, the call raises optree's own error."""
     try:
         recurses = tx is not None and not internals.is_fullgraph(tx)
-        recurses = recurses and capabilities.has("break_recurses_on_cycles")
+        recurses = recurses and capabilities.has(Capability.BREAK_RECURSES_ON_CYCLES)
     except Exception as error:  # noqa: BLE001 - ours: a graph break, as elsewhere
         step_aside("the check for a cycle's graph break", error)
         recurses = False

@@ -28,6 +28,7 @@ from ..common.reading import (
     too_deep,
     unsupported,
 )
+from ..runtime import Capability
 from ..seam import capabilities, internals, making, reads
 from ..seam.types import Translator, Variable
 
@@ -389,7 +390,7 @@ def from_skeleton(
         keys = wrap(tx, list(value))
         if cls is collections.OrderedDict:
             return call(tx, _make_ordereddict, keys, ordered)
-        if not capabilities.has("defaultdict_leaves_graph"):
+        if not capabilities.has(Capability.DEFAULTDICT_LEAVES_GRAPH):
             return unsupported("optree: a defaultdict", DEFAULTDICT_LEFT_AS_DICT)
         return call(tx, _make_defaultdict, wrap(tx, value.default_factory), keys, ordered)
     return call(tx, unflatten_func, wrap(tx, metadata), making.new_list(parts))

@@ -17,8 +17,8 @@ with ``ask=True``), and their answers are cached on disk per torch build
 A trial leaves no trace: Dynamo's counters are put back and its graph-break log is
 silenced while it runs. Until a capability has its answer, or where a trial cannot run
 now (Dynamo is tracing, another thread holds the compile lock, or a torch module is half
-imported), the answer is :data:`SAFE`, which keeps the workaround. Where a trial fails
-(older Dynamos fail on what they cannot do), the answer is :data:`SAFE` for good.
+imported), the answer is the question's ``safe`` one, which keeps the workaround. Where a
+trial fails (older Dynamos fail on what they cannot do), it is the safe one for good.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import os
@@ -35,18 +36,21 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..runtime import half_imported, write_json_whole
+from ..runtime import Capability, half_imported, write_json_whole
 from . import internals, making
 from .lock import compile_lock
 from .log_format import GRAPH_BREAK_LOGGER
+
+C = Capability
 
 __all__ = [
     "ENV_ASK",
     "ENV_CACHE_DIR",
     "KNOWN_RELEASES",
-    "NAMES",
-    "SAFE",
+    "QUESTIONS",
     "TRIALS_RUN",
+    "Capability",
+    "Question",
     "answers",
     "has",
     "known_answers",
@@ -299,54 +303,54 @@ def _generators_run_to_the_end() -> bool:
     return float(result) != 2.0
 
 
-#: Each capability: how it is asked, and whether that compiles a trial function.
-_QUESTIONS: dict[str, tuple[Callable[[], bool], bool]] = {
-    "sort_raises_cleanly": (_sort_raises_cleanly, True),
-    "defaultdict_takes_items": (_defaultdict_takes_items, True),
-    "defaultdict_leaves_graph": (_defaultdict_leaves_graph, True),
-    "deque_keeps_maxlen": (_deque_keeps_maxlen, True),
-    "inlined_skip_becomes_break": (_inlined_skip_becomes_break, True),
-    "break_recurses_on_cycles": (_break_recurses_on_cycles, False),
-    "skip_keeps_graphs": (_skip_keeps_graphs, False),
-    "compares_through_polyfills": (_compares_through_polyfills, False),
-    "tree_map_fast_path": (_tree_map_fast_path, False),
-    "tree_map_with_path_fast_path": (_tree_map_with_path_fast_path, False),
-    "tree_map_only_fast_path": (_tree_map_only_fast_path, False),
-    "tree_map_fast_path_keeps_defaultdict": (_tree_map_fast_path_keeps_defaultdict, True),
-    "tree_map_fast_path_guards_key_order": (_tree_map_fast_path_guards_key_order, True),
-    "set_subclass_keeps_contents": (_set_subclass_keeps_contents, True),
-    "iter_of_a_number_raises": (_iter_of_a_number_raises, True),
-    "generators_run_to_the_end": (_generators_run_to_the_end, True),
-    "cxx_pytree_inlined": (_cxx_pytree_inlined, False),
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """How a capability is asked, what keeps its workaround, where it is known true."""
+
+    #: Asks this Dynamo; True where it can.
+    ask: Callable[[], bool]
+    #: Whether asking compiles a trial function (then only before Dynamo's first frame).
+    compiles: bool
+    #: The answer that keeps the workaround, where the capability cannot be asked.
+    safe: bool
+    #: The first and the last minor release of torch 2 where it is true, as the matrix
+    #: saw them (None: none).
+    true_on: tuple[int, int] | None
+
+
+#: Each capability, declared once. To add one: a member of ``Capability`` (runtime.py),
+#: its question here, its releases in ``tests/internals/test_capabilities.py``'s
+#: ``TRUE_ON`` (the test runs the trial on each release of the matrix), and its row in
+#: docs/torch-versions.md.
+QUESTIONS: dict[Capability, Question] = {
+    C.SORT_RAISES_CLEANLY: Question(_sort_raises_cleanly, True, False, (11, 15)),
+    C.DEFAULTDICT_TAKES_ITEMS: Question(_defaultdict_takes_items, True, False, (10, 15)),
+    C.DEFAULTDICT_LEAVES_GRAPH: Question(_defaultdict_leaves_graph, True, False, (8, 15)),
+    C.DEQUE_KEEPS_MAXLEN: Question(_deque_keeps_maxlen, True, False, (6, 15)),
+    C.INLINED_SKIP_BECOMES_BREAK: Question(_inlined_skip_becomes_break, True, True, (5, 10)),
+    C.BREAK_RECURSES_ON_CYCLES: Question(_break_recurses_on_cycles, False, True, (5, 10)),
+    C.SKIP_KEEPS_GRAPHS: Question(_skip_keeps_graphs, False, False, (7, 15)),
+    C.COMPARES_THROUGH_POLYFILLS: Question(_compares_through_polyfills, False, True, (5, 12)),
+    C.TREE_MAP_FAST_PATH: Question(_tree_map_fast_path, False, True, (10, 15)),
+    C.TREE_MAP_WITH_PATH_FAST_PATH: Question(_tree_map_with_path_fast_path, False, True, (12, 15)),
+    C.TREE_MAP_ONLY_FAST_PATH: Question(_tree_map_only_fast_path, False, True, (10, 15)),
+    C.TREE_MAP_FAST_PATH_KEEPS_DEFAULTDICT: Question(
+        _tree_map_fast_path_keeps_defaultdict, True, False, (10, 14)
+    ),
+    C.TREE_MAP_FAST_PATH_GUARDS_KEY_ORDER: Question(
+        _tree_map_fast_path_guards_key_order, True, False, None
+    ),
+    C.SET_SUBCLASS_KEEPS_CONTENTS: Question(_set_subclass_keeps_contents, True, False, (15, 15)),
+    C.ITER_OF_A_NUMBER_RAISES: Question(_iter_of_a_number_raises, True, False, (13, 15)),
+    # safe: no twin of optree's lazy iterator; optree's own runs, after a graph break
+    C.GENERATORS_RUN_TO_THE_END: Question(_generators_run_to_the_end, True, True, (5, 6)),
+    # safe: this package's copies of torch's optree-backed pytree functions, traced
+    C.CXX_PYTREE_INLINED: Question(_cxx_pytree_inlined, False, False, (6, 15)),
 }
-#: The capabilities' names.
-NAMES = tuple(_QUESTIONS)
-#: The answer that keeps each workaround, where a capability cannot be asked.
-SAFE: dict[str, bool] = {
-    "sort_raises_cleanly": False,
-    "defaultdict_takes_items": False,
-    "defaultdict_leaves_graph": False,
-    "deque_keeps_maxlen": False,
-    "inlined_skip_becomes_break": True,
-    "break_recurses_on_cycles": True,
-    "skip_keeps_graphs": False,
-    "compares_through_polyfills": True,
-    "tree_map_fast_path": True,
-    "tree_map_with_path_fast_path": True,
-    "tree_map_only_fast_path": True,
-    "tree_map_fast_path_keeps_defaultdict": False,
-    "tree_map_fast_path_guards_key_order": False,
-    "set_subclass_keeps_contents": False,
-    "iter_of_a_number_raises": False,
-    # no twin of optree's lazy iterator: optree's own runs, after a graph break
-    "generators_run_to_the_end": True,
-    # this package's copies of torch's optree-backed pytree functions, which Dynamo traces
-    "cxx_pytree_inlined": False,
-}
-_ANSWERS: dict[str, bool] = {}
+_ANSWERS: dict[Capability, bool] = {}
 #: Whether the shipped or cached answers were looked up in this process.
 _LOOKED_UP: list[bool] = []
-#: The trials that compiled in this process, by name.
+#: The trials that compiled in this process, by the capability's name.
 TRIALS_RUN: list[str] = []
 
 #: Set to ``1`` to ignore the shipped answers, as on a build nobody has seen: answers come
@@ -362,37 +366,16 @@ KNOWN_RELEASES = (
     "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0",
     "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0",
 )  # fmt: skip
-#: Each capability: the first and the last minor release of torch 2 where it is True
-#: (``None``: none), as the matrix saw them.
-_TRUE_FROM_TO: dict[str, tuple[int, int] | None] = {
-    "sort_raises_cleanly": (11, 15),
-    "defaultdict_takes_items": (10, 15),
-    "defaultdict_leaves_graph": (8, 15),
-    "deque_keeps_maxlen": (6, 15),
-    "inlined_skip_becomes_break": (5, 10),
-    "break_recurses_on_cycles": (5, 10),
-    "skip_keeps_graphs": (7, 15),
-    "compares_through_polyfills": (5, 12),
-    "tree_map_fast_path": (10, 15),
-    "tree_map_with_path_fast_path": (12, 15),
-    "tree_map_only_fast_path": (10, 15),
-    "tree_map_fast_path_keeps_defaultdict": (10, 14),
-    "tree_map_fast_path_guards_key_order": None,
-    "set_subclass_keeps_contents": (15, 15),
-    "iter_of_a_number_raises": (13, 15),
-    "generators_run_to_the_end": (5, 6),
-    "cxx_pytree_inlined": (6, 15),
-}
 #: Local version labels of the official builds (``+cpu``, ``+cu126``): the same Dynamo.
 _OFFICIAL_BUILD = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)?$")
 
 
-def known_answers(version: str) -> dict[str, bool] | None:
+def known_answers(version: str) -> dict[Capability, bool] | None:
     """The answers for a torch release the matrix tests, in an official build; None for
     any other build.
 
     >>> known = known_answers("2.13.0+cpu"), known_answers("2.9.1")
-    >>> known[0]["tree_map_fast_path"], known[1]["sort_raises_cleanly"]
+    >>> known[0][C.TREE_MAP_FAST_PATH], known[1][C.SORT_RAISES_CLEANLY]
     (True, False)
     >>> known_answers("2.16.0"), known_answers("2.13.0+git1234"), known_answers("2.13.0a0")
     (None, None, None)
@@ -402,8 +385,9 @@ def known_answers(version: str) -> dict[str, bool] | None:
         return None
     minor = int(release.split(".")[1])
     return {
-        name: span is not None and span[0] <= minor <= span[1]
-        for name, span in _TRUE_FROM_TO.items()
+        capability: question.true_on is not None
+        and question.true_on[0] <= minor <= question.true_on[1]
+        for capability, question in QUESTIONS.items()
     }
 
 
@@ -425,29 +409,30 @@ def _cache_file() -> str | None:
     return os.path.join(folder, f"capabilities-{name}.json")
 
 
-def _read_cache() -> dict[str, bool] | None:
+def _read_cache() -> dict[Capability, bool] | None:
     """The cached answers for this build; None where there are none, or the file is
     corrupt, or another build's or another version of this package's."""
     path = _cache_file()
     try:
         with open(path or "", encoding="utf-8") as file:
             data = json.load(file)
-        found = data["answers"]
-        if data["build"] != _build() or set(found) != set(NAMES):
+        found = {Capability(name): answer for name, answer in data["answers"].items()}
+        if data["build"] != _build() or set(found) != set(Capability):
             return None
         if not all(type(answer) is bool for answer in found.values()):
             return None
-        return dict(found)
+        return found
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _write_cache(found: dict[str, bool]) -> None:
+def _write_cache(found: dict[Capability, bool]) -> None:
     """Caches this build's answers: written whole to a new file, then moved into place,
     so that concurrent writers and readers never see half a file. Never raises."""
     path = _cache_file()
     if path is not None:
-        write_json_whole(path, {"build": _build(), "answers": found})
+        answered = {capability.value: answer for capability, answer in found.items()}
+        write_json_whole(path, {"build": _build(), "answers": answered})
 
 
 def _look_up() -> None:
@@ -463,8 +448,8 @@ def _look_up() -> None:
         found = (shipped and known_answers(torch.__version__)) or _read_cache()
     except Exception:  # noqa: BLE001 - no answers to take: ask
         found = None
-    for name, answer in (found or {}).items():
-        _ANSWERS.setdefault(name, answer)
+    for capability, answer in (found or {}).items():
+        _ANSWERS.setdefault(capability, answer)
 
 
 #: Not empty while a trial compiles: its graphs are not the program's.
@@ -493,15 +478,23 @@ def _importing_torch() -> bool:
     return any(half_imported(name) for name in list(sys.modules) if name.startswith("torch"))
 
 
-def trial(name: str) -> bool | None:
-    """The answer of ``name``'s own question, asked now whatever is known or cached;
-    None where it cannot be asked now."""
-    question, compiles = _QUESTIONS[name]
-    if not compiles:
+def _member(capability: Capability) -> Capability:
+    """``capability``, checked to be a member: a string is refused, so that no misspelt
+    name passes."""
+    if not isinstance(capability, Capability):
+        raise TypeError(f"expected a Capability member, got {capability!r}")
+    return capability
+
+
+def trial(capability: Capability) -> bool | None:
+    """The answer of ``capability``'s own question, asked now whatever is known or
+    cached; None where it cannot be asked now."""
+    question = QUESTIONS[_member(capability)]
+    if not question.compiles:
         try:
-            return bool(question())
+            return bool(question.ask())
         except Exception:  # noqa: BLE001 - Dynamo cannot say: keep the workaround
-            return SAFE[name]
+            return question.safe
     try:
         internals.load()  # the compile lock is Dynamo's
         if internals.is_tracing() or _importing_torch():
@@ -512,62 +505,59 @@ def trial(name: str) -> bool | None:
         if not held:
             return None
         with _unseen():
-            TRIALS_RUN.append(name)
+            TRIALS_RUN.append(capability.value)
             try:
-                return bool(question())
+                return bool(question.ask())
             except ImportError:  # a module torch imports lazily is half made: not now
                 return None
             except Exception:  # noqa: BLE001 - Dynamo cannot do it: keep the workaround
-                return SAFE[name]
+                return question.safe
 
 
-def has(name: str) -> bool:
-    """Whether this Dynamo can do ``name``, one of :data:`NAMES`. Never compiles: a
-    trial's capability not answered yet gives the safe answer (:func:`settled` asks).
+def has(capability: Capability) -> bool:
+    """Whether this Dynamo can do ``capability``. Never compiles: a trial's capability
+    not answered yet gives the safe answer (:func:`settled` asks).
 
-    >>> has("no such thing")
+    >>> has("deque_keeps_maxlen")
     Traceback (most recent call last):
     ...
-    ValueError: no Dynamo capability named 'no such thing'
+    TypeError: expected a Capability member, got 'deque_keeps_maxlen'
     """
-    if name not in _QUESTIONS:
-        raise ValueError(f"no Dynamo capability named {name!r}")
-    if name not in _ANSWERS:
+    if _member(capability) not in _ANSWERS:
         _look_up()
-    if name not in _ANSWERS and not _QUESTIONS[name][1]:
-        answer = trial(name)
+    if capability not in _ANSWERS and not QUESTIONS[capability].compiles:
+        answer = trial(capability)
         if answer is not None:
-            _ANSWERS[name] = answer
-    return _ANSWERS.get(name, SAFE[name])
+            _ANSWERS[capability] = answer
+    return _ANSWERS.get(capability, QUESTIONS[capability].safe)
 
 
-def lacks(name: str) -> bool:
-    """Whether a workaround for ``name`` applies now: this Dynamo cannot do it (see
+def lacks(capability: Capability) -> bool:
+    """Whether a workaround for ``capability`` applies now: this Dynamo cannot do it (see
     :func:`has`), and no trial is compiling, which must meet Dynamo as it is.
 
-    >>> lacks("no such thing")
-    Traceback (most recent call last):
-    ...
-    ValueError: no Dynamo capability named 'no such thing'
+    >>> lacks(C.DEQUE_KEEPS_MAXLEN) is not has(C.DEQUE_KEEPS_MAXLEN)
+    True
     """
-    return not TRIALS and not has(name)
+    return not TRIALS and not has(capability)
 
 
 def settled(ask: bool = False) -> bool:
     """Whether every capability has its answer. With ``ask``, the trials not run yet
     compile now (where they can), and a full set of their answers is cached on disk."""
     answers()
-    if ask and not all(name in _ANSWERS for name in NAMES):
-        for name in NAMES:
-            if name not in _ANSWERS:
-                answer = trial(name)
+    if ask and not all(capability in _ANSWERS for capability in Capability):
+        for capability in Capability:
+            if capability not in _ANSWERS:
+                answer = trial(capability)
                 if answer is not None:
-                    _ANSWERS[name] = answer
-        if all(name in _ANSWERS for name in NAMES):
+                    _ANSWERS[capability] = answer
+        if all(capability in _ANSWERS for capability in Capability):
             _write_cache(dict(_ANSWERS))
-    return all(name in _ANSWERS for name in NAMES)
+    return all(capability in _ANSWERS for capability in Capability)
 
 
 def answers() -> dict[str, bool]:
-    """Every capability's answer now (safe ones where not answered yet); compiles nothing."""
-    return {name: has(name) for name in NAMES}
+    """Every capability's answer now, by its name (safe ones where not answered yet);
+    compiles nothing."""
+    return {capability.value: has(capability) for capability in Capability}

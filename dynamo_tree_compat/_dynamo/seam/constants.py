@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from ..runtime import Capability
 from . import capabilities, internals, patches
 from .types import Translator
 
@@ -55,7 +56,7 @@ def break_on_iterating_a_number(applies: Callable[[], bool]) -> Callable[[], Non
             name == "__iter__"
             and not _iterable(getattr(self, "value", None))
             and applies()
-            and capabilities.lacks("iter_of_a_number_raises")
+            and capabilities.lacks(Capability.ITER_OF_A_NUMBER_RAISES)
         ):
             internals.graph_break("iter() of a number", repr(self.value), NOT_ITERABLE, "")
         return original(self, tx, name, args, kwargs)

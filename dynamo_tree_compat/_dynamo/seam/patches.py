@@ -15,7 +15,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime import TRACED_CODE, step_aside
+from ..runtime import TRACED_CODE, Capability, step_aside
 from . import capabilities, internals
 from .types import Translator, Variable
 
@@ -65,7 +65,7 @@ def inlined_break_resumes(tx: Translator) -> bool:
     every variable of the frame, and recurses without end through a structure that
     contains itself, or past Python's limit through a deep one: :func:`end_frame` instead.
     """
-    return internals.is_inlined(tx) and capabilities.has("inlined_skip_becomes_break")
+    return internals.is_inlined(tx) and capabilities.has(Capability.INLINED_SKIP_BECOMES_BREAK)
 
 
 def with_slot_names(cls: type) -> type:
@@ -135,7 +135,7 @@ def unskip_code(code: Any) -> None:
     a code's compiled graphs: a code with graphs has no mark, and is left alone; one
     without is reset, which drops nothing.
     """
-    if capabilities.has("skip_keeps_graphs"):
+    if capabilities.has(Capability.SKIP_KEEPS_GRAPHS):
         from torch._dynamo import eval_frame
         from torch._dynamo.types import FrameAction, FrameExecStrategy
 

@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime import step_aside
+from ..runtime import Capability, step_aside
 from . import capabilities, internals, patches
 from .types import Codegen
 
@@ -74,7 +74,7 @@ def keep_set_subclasses_whole(mode_on: Callable[[], bool]) -> Callable[[], None]
 
     def codegen_update_mutated(self: Any, codegen: Codegen, *args: Any, **kwargs: Any) -> Any:
         result = original(self, codegen, *args, **kwargs)
-        if mode_on() and capabilities.lacks("set_subclass_keeps_contents"):
+        if mode_on() and capabilities.lacks(Capability.SET_SUBCLASS_KEEPS_CONTENTS):
             emitted = None
             try:
                 emitted = internals.emitted(codegen)
