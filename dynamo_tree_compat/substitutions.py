@@ -6,6 +6,15 @@ and when the row is not needed. :mod:`.installer` registers the rows with
 eager calls still run the C library, at the C library's cost. Whether a fast path comes
 first is the Dynamo layer's table (``_dynamo.FAST_PATHS``, by the original's name).
 
+To add a function: its twin (``dmtree/``, ``optree_twins.py``, ``keras_twins.py``), with
+the original's signature; its row below, with ``unless_dynamo`` where some Dynamo traces
+the original right; its calls in the tests' tables (``tests/helpers/reuse.py``, and the
+library's compile tests); its line in docs/coverage.md.
+To add a capability: see ``_dynamo/seam/capabilities.QUESTIONS``. To add a torch
+release: its answers in ``tests/internals/test_capabilities.py`` (``TRUE_ON``) and
+``KNOWN_RELEASES``, seen by running the matrix on it (``make matrix-torch
+TORCH=<version>``), and its row in docs/torch-versions.md.
+
 >>> [s.original_name for s in DM_TREE][:3]
 ['tree.is_nested', 'tree.flatten', 'tree.flatten_with_path']
 >>> [s.name for s in OPTREE if s.unless_dynamo is Capability.DEQUE_KEEPS_MAXLEN]
