@@ -9,9 +9,14 @@ happens to give things. Outside the seam, each of these is a finding:
   string that names one, an attribute chain through one (``torch._dynamo.reset``), or a
   ``getattr`` of ``_dynamo``; imports under ``if TYPE_CHECKING:`` never run, and type;
 - ``importlib.import_module`` or ``__import__`` of a name computed at run time;
-- an attribute, ``getattr``, ``hasattr``, ``setattr`` or ``delattr`` of a name in
-  :data:`seam.DYNAMO_NAMES`, whatever the receiver is called (the seam's own modules, as
-  receivers, are its interface), or a reflective access of a private name.
+- an attribute, ``getattr``, ``hasattr``, ``setattr`` or ``delattr`` of a name Dynamo's
+  objects have, whatever the receiver is called (the seam's own modules, and other
+  modules imported by name, as receivers, are their interface), or a reflective access
+  of a private name. The names: :data:`seam.DYNAMO_NAMES`, and every name that this
+  torch's variable, source, translator, output graph, builder and code generator
+  classes define (:data:`DYNAMO_CLASS_NAMES`, found from the classes themselves, not
+  listed by hand), less those Python's own objects share and the package's own classes
+  define.
 
 The exceptions are exact ``(module, name)`` pairs, each with its reason, in
 :data:`seam.EXCEPTIONS`.
@@ -20,8 +25,12 @@ The exceptions are exact ``(module, name)`` pairs, each with its reason, in
 from __future__ import annotations
 
 import ast
+import collections
+import dataclasses
+import enum
 import pathlib
 import textwrap
+import types
 from typing import NamedTuple
 
 import pytest
@@ -43,6 +52,73 @@ class Finding(NamedTuple):
 
     line: int
     name: str
+
+
+def _subclasses(base: type) -> set[type]:
+    found, stack = set(), [base]
+    while stack:
+        cls = stack.pop()
+        if cls not in found:
+            found.add(cls)
+            stack.extend(cls.__subclasses__())
+    return found
+
+
+def _defined(cls: type) -> set[str]:
+    """The names a class itself defines: attributes, annotations, fields, slots."""
+    names = set(vars(cls)) | set(vars(cls).get("__annotations__", {}))
+    if dataclasses.is_dataclass(cls):
+        names |= {field.name for field in dataclasses.fields(cls)}
+    return names | set(getattr(cls, "__slots__", ()) or ())
+
+
+def _dynamo_class_names() -> frozenset[str]:
+    """What this torch's Dynamo objects define, less what Python's own objects share."""
+    import torch._dynamo.variables  # noqa: F401 - every variable class loaded
+    from torch._dynamo.codegen import PyCodegen
+    from torch._dynamo.output_graph import OutputGraph
+    from torch._dynamo.source import Source
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+    from torch._dynamo.variables.base import VariableTracker
+    from torch._dynamo.variables.builder import VariableBuilder
+
+    bases = (VariableTracker, Source, InstructionTranslatorBase, OutputGraph)
+    classes = set().union(*(_subclasses(base) for base in (*bases, VariableBuilder, PyCodegen)))
+    names = set().union(*(_defined(cls) for cls in classes))
+    shared = set().union(*(dir(kind) for kind in _PYTHONS_OWN))
+    return frozenset(name for name in names if not name.startswith("__") and name not in shared)
+
+
+#: Python's own objects, whose attributes any code reads.
+_PYTHONS_OWN: tuple[type, ...] = (
+    *(object, type, dict, list, tuple, set, frozenset, str, bytes, int, float, bool, slice),
+    *(range, property, BaseException, enum.Enum, types.SimpleNamespace, types.ModuleType),
+    *(types.FunctionType, types.CodeType, types.FrameType, types.MethodType),
+    *(collections.OrderedDict, collections.defaultdict, collections.deque),
+)
+
+
+def _packages_own() -> frozenset[str]:
+    """The names the package's own classes define (their bodies, and ``self.x =``)."""
+    own: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        own.add(item.name)
+                    elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        own.add(item.target.id)
+                    elif isinstance(item, ast.Assign):
+                        own.update(t.id for t in item.targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                if isinstance(node.value, ast.Name) and node.value.id == "self":
+                    own.add(node.attr)
+    return frozenset(own)
+
+
+#: The names of Dynamo's objects that no module outside the seam may read.
+DYNAMO_CLASS_NAMES = seam.DYNAMO_NAMES | (_dynamo_class_names() - _packages_own())
 
 
 def _modules() -> list[str]:
@@ -74,6 +150,7 @@ class _Checker(RunTimeVisitor):
     def __init__(self) -> None:
         self.found: list[Finding] = []
         self.seam_modules: set[str] = set()  # names bound to the seam's modules here
+        self.modules: set[str] = set()  # names bound to other modules (not torch's)
 
     def _add(self, node: ast.AST, name: str) -> None:
         self.found.append(Finding(getattr(node, "lineno", 0), name))
@@ -82,6 +159,8 @@ class _Checker(RunTimeVisitor):
         for alias in node.names:
             if _dynamo_module(alias.name):
                 self._add(node, alias.name)
+            elif alias.name.split(".")[0] != "torch":
+                self.modules.add(alias.asname or alias.name.split(".")[0])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
@@ -103,8 +182,8 @@ class _Checker(RunTimeVisitor):
             self._add(node, chain)
             return  # the chain's inner attributes are the same use
         receiver = node.value
-        ours = isinstance(receiver, ast.Name) and receiver.id in self.seam_modules
-        if node.attr in seam.DYNAMO_NAMES and not ours:
+        ours = isinstance(receiver, ast.Name) and receiver.id in self.seam_modules | self.modules
+        if node.attr in DYNAMO_CLASS_NAMES and not ours:
             self._add(node, node.attr)
         self.generic_visit(node)
 
@@ -119,7 +198,7 @@ class _Checker(RunTimeVisitor):
             name = node.args[1]
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
                 text = name.value
-                if text in seam.DYNAMO_NAMES or _private(text) or text in _TORCH_PRIVATE:
+                if text in DYNAMO_CLASS_NAMES or _private(text) or text in _TORCH_PRIVATE:
                     self._add(node, f"{callee}:{text}")
         self.generic_visit(node)
 
@@ -152,6 +231,9 @@ def test_no_module_outside_the_seam_uses_dynamo(module: str) -> None:
     found = violations(module, (PACKAGE / module).read_text())
     assert not found, "Dynamo used outside the seam:\n" + "\n".join(found)
 
+
+#: A name that Dynamo's classes define and no hand-kept list holds.
+_UNLISTED = min(n for n in DYNAMO_CLASS_NAMES - seam.DYNAMO_NAMES if n.islower() and n[0] != "_")
 
 #: Each kind of bypass, under names that appear nowhere in the package.
 PLANTED = {
@@ -188,6 +270,10 @@ PLANTED = {
         import torch._dynamo
         def qzv(name):
             return importlib.import_module(name)
+    """,
+    "a name of Dynamo's objects that no list holds": f"""
+        def qzv(wkz):
+            return wkz.{_UNLISTED}()
     """,
     "the plain forms": """
         import torch._dynamo.utils
@@ -226,6 +312,7 @@ def test_the_planted_bypasses_are_each_found_whole() -> None:
             "hasattr:python_type",
         ],
         "getattr of torch's private Dynamo module": ["getattr:_dynamo"],
+        "a name of Dynamo's objects that no list holds": [_UNLISTED],
         "an import beside a listed exception in the same module": [
             "torch._dynamo",
             "importlib.import_module",
