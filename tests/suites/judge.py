@@ -1,8 +1,8 @@
 """What the judges of the libraries' own suites share: running ``run.py`` in a fresh
 interpreter, and the verdict.
 
-A suite runs eagerly and compiled with the package; in the ci and long profiles also
-compiled without it (``DYNAMO_TREE_COMPAT=0``), for the counts. The verdict: every test
+A suite runs eagerly and compiled with the package; in the long profile also compiled
+without it (``DYNAMO_TREE_COMPAT=0``), for the counts. The verdict: every test
 that passes eagerly passes compiled with the package, except the limits named with their
 reason, and no compiled call returns what eager code would not. The counts of the runs
 are printed (``-s``).
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.breadth import WIDE
+from tests.helpers.breadth import LONG
 
 RUNNER = Path(__file__).with_name("run.py")
 ROOT = RUNNER.parents[2]
@@ -47,10 +47,10 @@ def run_suite(
 def runs(
     suite: str, tmp_path: Path, *extra: str, **env: str
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """The suite eagerly, compiled, and (in the ci and long profiles) compiled without the
-    package: the judge's three runs."""
+    """The suite eagerly, compiled, and (in the long profile) compiled without the
+    package: the judge's runs."""
     eager, compiled = (run_suite(suite, mode, tmp_path, *extra, **env) for mode in MODES)
-    without = run_suite(suite, "compiled", tmp_path, *extra, package=False, **env) if WIDE else None
+    without = run_suite(suite, "compiled", tmp_path, *extra, package=False, **env) if LONG else None
     return eager, compiled, without
 
 

@@ -32,9 +32,9 @@ class Missing(Exception):
 #: Attributes of Dynamo's objects (variables, translators, builders, sources, output
 #: graphs) that this package reads or overrides: outside the seam, no receiver of any
 #: name may be asked for one. ``tests/internals/test_seam.py`` adds every name that the
-#: installed torch's Dynamo classes define, found from the classes themselves. Names that Python's own objects share (``items``,
-#: ``value``, ``source``) are read through :func:`.internals.read` alone, which fault
-#: injection breaks one name at a time.
+#: installed torch's Dynamo classes define, found from the classes themselves. Names
+#: that Python's own objects share (``items``, ``value``, ``source``) are read through
+#: :func:`.internals.read` alone, which fault injection breaks one name at a time.
 DYNAMO_NAMES = frozenset(
     {
         "as_proxy",
