@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KERAS_VENV ?= .venv-keras
 KERAS_STAMP := $(KERAS_VENV)/.installed
 
-.PHONY: doctor test integration-environments integration-keras integration-rllib matrix matrix-torch matrix-torch-outside fuzz-long fuzz-built-inside benchmark benchmark-real-clients clean
+.PHONY: doctor test test-wide integration-environments integration-keras integration-rllib matrix matrix-torch matrix-torch-outside fuzz-long fuzz-built-inside benchmark benchmark-real-clients clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk=2
+
+## The repetitions make test leaves out: the tests marked `wide` (chains to the depth
+## limit, a wider sample of optree's suite, a second start method...), with the ci profile.
+## CI runs it after make test. Keras's wide fits run in the Keras environments instead.
+test-wide: $(STAMP)
+	DTC_FUZZ=ci $(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk=2 -m wide \
+		--ignore=tests/integration/test_keras_fit.py
 
 ## Keras 3.0.5 under torch.compile, in its own environment (it needs numpy<2): a model's
 ## forward, and fit/evaluate/predict with jit_compile=True, every model (DTC_FUZZ=ci runs

@@ -1,9 +1,11 @@
 """Hypothesis profiles by ``DTC_FUZZ`` (``tests/helpers/breadth.py``); the ``wide`` tests
-only where the profile runs the repetitions; the long-running tests first."""
+only where the profile runs the repetitions; the long-running tests first; the
+``fresh_dynamo`` fixture."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -70,3 +72,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return next(found, len(LONG_RUNNING))
 
     items.sort(key=rank)
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    """No compiled code, no fast-path counts and no Dynamo counters at a test's start, and
+    no compiled code at its end. A module takes it for each of its tests with
+    ``pytestmark = pytest.mark.usefixtures("fresh_dynamo")``."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from dynamo_tree_compat import _dynamo
+
+    torch._dynamo.reset()
+    _dynamo.STATS.clear()
+    counters.clear()
+    yield
+    torch._dynamo.reset()

@@ -17,7 +17,7 @@ to the twin or to torch's own handling.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import config
 from . import probes
@@ -39,7 +39,14 @@ from .runtime import HANDLING, Event, count, step_aside
 from .seam import internals, reads, variables
 from .seam.types import Handler, Translator, Variable
 
-__all__ = ["CORRECTIONS", "FAST_PATHS", "HANDLED", "OPTREE_C_LAYER", "handled_variable_class"]
+__all__ = [
+    "CORRECTIONS",
+    "FAST_PATHS",
+    "HANDLED",
+    "OPTREE_C_LAYER",
+    "Handled",
+    "handled_variable_class",
+]
 
 #: Each library's fast paths: (library, the probe hook that turns them off, handlers).
 _FAST_PATH_TABLES: tuple[tuple[str, str, dict[str, Handler]], ...] = (
@@ -61,9 +68,23 @@ _LIBRARY: dict[str, tuple[str, str]] = {
     **{name: (lib, hook) for lib, hook, table in _FAST_PATH_TABLES for name in table},
 }
 
-#: id(original) -> (original, its import path, the mode flag's path, torch's way or None,
-#: our way or None); set by the registration.
-HANDLED: dict[int, tuple[Callable[..., Any], str, str, Any, Any]] = {}
+
+class Handled(NamedTuple):
+    """A routed original, as the registration recorded it."""
+
+    original: Callable[..., Any]
+    #: Its import path (``tree.flatten``): the key of its handler and of its row.
+    name: str
+    #: The path of the mode flag whose value picks our way or torch's.
+    flag_path: str
+    #: What Dynamo traces where the flag is off or the handler falls back: torch's own
+    #: handling, and our way (optree's Python code over the C layer), each or None.
+    torch_way: Any
+    our_way: Any
+
+
+#: id(original) -> its record; set by the registration.
+HANDLED: dict[int, Handled] = {}
 
 
 def _handler(name: str) -> Handler | None:
@@ -128,9 +149,9 @@ def _route(
     except Exception as error:  # noqa: BLE001 - ours: Dynamo's own way instead
         step_aside("the handled function variable", error)
         entry = None
-    if not entry or entry[0] is not fn:
+    if not entry or entry.original is not fn:
         return None
-    _, name, flag_path, torch_way, our_way = entry
+    name, flag_path, torch_way, our_way = entry[1:]
     try:
         flag_on = flag_is_on(flag_path)
         handler = _handler(name) if flag_on else None

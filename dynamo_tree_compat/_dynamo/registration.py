@@ -12,7 +12,14 @@ from typing import Any
 
 from .common.guards import guard_flag
 from .common.reading import dynamo_own_errors
-from .handlers import CORRECTIONS, FAST_PATHS, HANDLED, OPTREE_C_LAYER, handled_variable_class
+from .handlers import (
+    CORRECTIONS,
+    FAST_PATHS,
+    HANDLED,
+    OPTREE_C_LAYER,
+    Handled,
+    handled_variable_class,
+)
 from .runtime import LOG, step_aside, traced
 from .seam import frames, internals, patches
 from .seam.types import Builder
@@ -93,7 +100,7 @@ def route(
     if dispatch is None:
         return False
     if handled_class is not None:
-        HANDLED[id(original)] = (original, name, flag_path, torch_way, our_way)
+        HANDLED[id(original)] = Handled(original, name, flag_path, torch_way, our_way)
 
     def dispatch_with_flag_guard(builder: Builder, value: Any) -> Any:
         LOG.debug("Dynamo met %s: tracing its twin", name)

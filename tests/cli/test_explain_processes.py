@@ -71,7 +71,8 @@ def _by_role(report: dict[str, Any], label: str) -> dict[str, tuple[int, int]]:
     return {p["role"]: (p["graphs"], p["graph_breaks"]) for p in report["processes"][label]}
 
 
-@pytest.mark.parametrize("method", ["spawn", "fork"])
+# fork: the data-loader worker below is one too; CI's wide stage runs this one as well.
+@pytest.mark.parametrize("method", ["spawn", pytest.param("fork", marks=pytest.mark.wide)])
 def test_a_multiprocessing_child_is_seen(tmp_path: Path, method: str) -> None:
     (tmp_path / "train.py").write_text(textwrap.dedent(CHILDREN.replace("{method}", method)))
     report = _explain(tmp_path, "train.py")

@@ -54,11 +54,11 @@ if TORCH < (2, 10):  # Dynamo 2.9 builds no chain of any kind past about 190
     }
 PLAIN = ("list", "tuple", "dict")
 #: Where any other kind is in the chain, the twins trace it: correct at any depth, but a
-#: chain 1,000 deep costs minutes to compile. Such chains are drawn up to this length: 20
+#: chain 1,000 deep costs minutes to compile. Such chains are drawn up to this length: 10
 #: in make test, 40 in the ci profile, to the limit in the long one.
-TWIN_CHAIN = by_profile(quick=20, ci=40, smoke=20, long=LIMIT)
+TWIN_CHAIN = by_profile(quick=10, ci=40, smoke=10, long=LIMIT)
 #: How deep the plain chain goes through the twins (the fast path takes it to the limit).
-TWINS_PLAIN = by_profile(quick=90, ci=300, smoke=90, long=LIMIT)
+TWINS_PLAIN = LIMIT if LONG else 300
 
 # --- Programs: a spec as postorder steps, run inside the graph ---------------------------
 
@@ -331,15 +331,26 @@ DEEP_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case",
-    DEEP_CASES,
-    ids=[f"{i}-{'-'.join(kinds[:2])}" for i, (_, kinds, _) in enumerate(DEEP_CASES)],
-)
+def _case_id(case: tuple[Spec, tuple[str, ...], int]) -> str:
+    return "-".join(case[1][:2])
+
+
+@pytest.mark.wide
+@pytest.mark.parametrize("case", DEEP_CASES, ids=[_case_id(case) for case in DEEP_CASES])
 def test_every_function_on_chains_built_inside(case: tuple[Spec, tuple[str, ...], int]) -> None:
     """The fixed deep cases, each a test of its own (minutes of compiling together, which
-    pytest-xdist's processes share)."""
+    pytest-xdist's processes share): CI's wide stage."""
     check(*case)
+
+
+@pytest.mark.parametrize("case", DEEP_CASES, ids=[_case_id(case) for case in DEEP_CASES])
+def test_every_function_on_short_chains_built_inside(
+    case: tuple[Spec, tuple[str, ...], int],
+) -> None:
+    """The deep cases' chains, of the same kinds in the same pattern, cut to TWIN_CHAIN
+    levels (make test's share: the depth itself is the wide stage's)."""
+    inner, kinds, cut = case
+    check(inner, kinds[:TWIN_CHAIN], cut)
 
 
 #: Each drawn structure compiles every dm-tree function: half the compiled fuzz tests'
@@ -355,6 +366,7 @@ def test_every_function_on_structures_built_inside(
     check(*case)
 
 
+@pytest.mark.wide
 def test_deep_plain_chain_through_the_twins() -> None:
     """With the fast path off, the twins trace DEEP_PLAIN's chain too (TWINS_PLAIN deep,
     for time). The fast path takes it to the limit in the deep cases."""

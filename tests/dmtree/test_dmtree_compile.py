@@ -143,10 +143,7 @@ CALLS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> None:
-    torch._dynamo.reset()
-    counters.clear()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_every_registered_function_is_exercised() -> None:

@@ -23,12 +23,14 @@ from dynamo_tree_compat import _dynamo, config
 from dynamo_tree_compat._dynamo.dmtree import fast as dmtree_fast
 from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat._dynamo.seam import internals, variables
-from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.compiling import compiled, stats
 from tests.helpers.dynamo_support import needs_dynamo, new_defaultdict
 from tests.helpers.leaves import UserLeaf, leaf_function
 from tests.helpers.structures import assert_identical, deep_recursion, outcome
 
 tree = pytest.importorskip("tree")
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 FAST = tuple(name for name in _dynamo.FAST_PATHS if name.startswith("tree."))
 
 
@@ -75,11 +77,7 @@ def test_taken_for_dicts_lists_and_tuples_built_inside(name: str) -> None:
         return call(benchmark_structure(x))
 
     x = torch.ones(2)
-    explanation = torch._dynamo.explain(body)(x)
-    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0)
-    torch._dynamo.reset()
-    _dynamo.STATS.clear()
-    assert_identical(body(x), compiled(body)(x))
+    assert_identical(body(x), compiled(body)(x))  # fullgraph: one graph, no break
     assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)
 
 

@@ -3,9 +3,9 @@
 - ``quick`` (the default: ``make test``): every test, every function, every kind of
   structure and every code path, with the fewest repetitions that still find the bugs of
   the earlier rounds (``docs/development.md``).
-- ``ci`` (CI's other stages: the torch matrix's newest release, the Keras environments):
-  the repetitions as well (more structures per compiled fuzz test, every change in the
-  reuse tests, the wider parametrizations, marked ``wide``).
+- ``ci`` (CI's ``make test-wide`` and the Keras environments): the repetitions as well
+  (more structures per compiled fuzz test, every change in the reuse tests, the wider
+  parametrizations, marked ``wide``).
 - ``smoke``: a first look on a new torch (CI's oldest release): ``quick``'s cases, fewer
   examples.
 - ``long`` (opt-in, ``make fuzz-long``): thousands of structures, every change.

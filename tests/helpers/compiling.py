@@ -1,24 +1,15 @@
-"""What the fast-path test modules share: a fresh Dynamo per test, compiling, the counts."""
+"""What the fast-path test modules share: compiling, the counts (a fresh Dynamo per test:
+``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
 
 from dynamo_tree_compat import _dynamo
 from tests.helpers.dynamo_support import dynamo_traces, with_a_graph_op
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    """Each test starts and ends with no compiled code and no fast-path counts."""
-    torch._dynamo.reset()
-    _dynamo.STATS.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def compiled(function: Callable[..., Any], fullgraph: bool = True) -> Callable[..., Any]:

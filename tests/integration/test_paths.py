@@ -49,9 +49,7 @@ def _batch(rows: int = 4) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> None:
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _close(expected: Any, actual: Any) -> None:

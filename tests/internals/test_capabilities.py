@@ -223,11 +223,31 @@ def test_a_build_nobody_has_seen_asks_once_before_its_first_frame_then_from_the_
     [cached] = tmp_path.iterdir()
     assert json.loads(cached.read_text())["answers"] == answers
     assert _import_then_compile(**unseen) == ([], [], answers)  # from the cache
-    for corrupt in ("{not json", json.dumps({"build": "another", "answers": answers})):
+
+
+def test_a_corrupt_or_foreign_cache_file_is_no_answer(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Such a file reads as none (the process asks, as for a build nobody has seen, above),
+    and the next write replaces it whole."""
+    monkeypatch.setenv("DYNAMO_TREE_COMPAT_CACHE_DIR", str(tmp_path))
+    answers = {capability: capabilities.has(capability) for capability in Capability}
+    capabilities._write_cache(answers)
+    assert capabilities._read_cache() == answers
+    [cached] = tmp_path.iterdir()
+    whole = json.loads(cached.read_text())
+    for corrupt in (
+        "{not json",
+        json.dumps({**whole, "build": "another"}),
+        json.dumps({**whole, "answers": {**whole["answers"], "unheard_of": True}}),
+        json.dumps({**whole, "answers": dict(list(whole["answers"].items())[1:])}),
+        json.dumps({**whole, "answers": {name: 1 for name in whole["answers"]}}),
+        json.dumps([]),
+    ):
         cached.write_text(corrupt)
-        _, after_compile, again = _import_then_compile(**unseen)
-        assert set(after_compile) == _compiling() and again == answers
-        assert json.loads(cached.read_text())["answers"] == answers
+        assert capabilities._read_cache() is None, corrupt
+        capabilities._write_cache(answers)
+        assert json.loads(cached.read_text()) == whole
 
 
 def test_concurrent_writers_leave_one_whole_cache_file(tmp_path: pathlib.Path) -> None:

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 import dynamo_tree_compat
-from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
+from tests.helpers.compiling import compiled
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 @pytest.fixture(autouse=True)

@@ -174,7 +174,41 @@ def test_a_capability_that_cannot_be_asked_keeps_its_workaround(
     assert capabilities.has(capability) is question.safe
 
 
-@pytest.mark.parametrize(("module", "name"), SEAM)
+def _reached_by_install() -> list[tuple[str, str]]:
+    """The seam functions that registering calls: for the others, a fault while
+    registering is a fault while tracing, which the test above already injects."""
+    reached: set[tuple[str, str]] = set()
+
+    def recording(key: tuple[str, str], function: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            reached.add(key)
+            return function(*args, **kwargs)
+
+        return recorded
+
+    originals = {key: getattr(_SEAM_MODULES[key[0]], key[1]) for key in SEAM}
+    installer.uninstall()
+    try:
+        for key, function in originals.items():
+            setattr(_SEAM_MODULES[key[0]], key[1], recording(key, function))
+        installer.install()
+    finally:
+        installer.uninstall()
+        for key, function in originals.items():
+            setattr(_SEAM_MODULES[key[0]], key[1], function)
+        installer.install()
+    return sorted(reached)
+
+
+REACHED_BY_INSTALL = _reached_by_install()
+
+
+def test_registering_reaches_the_seam() -> None:
+    """The registering faults below are not an empty list: installing reads Dynamo."""
+    assert len(REACHED_BY_INSTALL) >= 3, REACHED_BY_INSTALL
+
+
+@pytest.mark.parametrize(("module", "name"), REACHED_BY_INSTALL)
 def test_a_broken_seam_function_while_registering_leaves_torch_working(
     module: str, name: str, fresh: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,10 +17,11 @@ import torch
 import torch.utils._pytree as pytree
 
 from dynamo_tree_compat import config
-from tests.helpers.compiling import fresh_dynamo  # noqa: F401 - autouse fixture
 
 tree = pytest.importorskip("tree")
 optree = pytest.importorskip("optree")
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 Case = tuple[Callable[..., Any], Callable[..., Any]]
 

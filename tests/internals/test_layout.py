@@ -10,6 +10,7 @@ layer's modules in its own folder, and any lower layer's.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import pathlib
 from typing import NamedTuple
@@ -201,6 +202,7 @@ def _defined(tree: ast.Module) -> set[str]:
     return names
 
 
+@functools.cache
 def _taken() -> dict[str, set[str]]:
     """The public names other modules of the package import from each module."""
     taken: dict[str, set[str]] = {}

@@ -19,11 +19,13 @@ import tree
 
 from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat._dynamo.seam import internals, making
-from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.compiling import compiled, stats
 from tests.helpers.dynamo_support import needs_dynamo
 from tests.helpers.structures import assert_identical
 
 optree = pytest.importorskip("optree")
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _constructed(kind: str, items: Any) -> Any:

@@ -30,9 +30,10 @@ import dynamo_tree_compat
 from dynamo_tree_compat import config
 from tests.helpers import optree_calls
 from tests.helpers.breadth import WIDE
-from tests.helpers.compiling import fresh_dynamo  # noqa: F401
 from tests.helpers.dynamo_support import with_a_graph_op
 from tests.helpers.reuse import CALLS, CHANGES
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 PACKAGE = str(pathlib.Path(dynamo_tree_compat.__file__).resolve().parent) + "/"
 SEAM = PACKAGE + "_dynamo/seam/"

@@ -13,7 +13,9 @@ import torch
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo
 from dynamo_tree_compat._dynamo.seam import sets
-from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
+from tests.helpers.compiling import compiled
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 KEEPS_WHOLE = _dynamo.capability(_dynamo.Capability.SET_SUBCLASS_KEEPS_CONTENTS)
 #: Dynamo 2.5 has no set-subclass variable: it breaks the graph its own way.

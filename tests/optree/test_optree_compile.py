@@ -23,7 +23,7 @@ from dynamo_tree_compat import _dynamo, installer
 from dynamo_tree_compat._dynamo import builder_hooks
 from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat.outcomes import Kind
-from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.compiling import compiled, stats
 from tests.helpers.structures import COMPILED_EXAMPLES, assert_identical, outcome
 
 optree = pytest.importorskip("optree")
@@ -45,6 +45,8 @@ from tests.helpers.optree_calls import (  # noqa: E402
     accessor_text,
 )
 from tests.helpers.optree_trees import build, options, prefix_of, spec_of, trees  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _functions() -> list[str]:

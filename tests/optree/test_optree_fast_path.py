@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo
 from dynamo_tree_compat._dynamo.runtime import Event
-from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.compiling import compiled, stats
 from tests.helpers.dynamo_support import TORCH, dynamo_traces, needs_dynamo, require_dynamo
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
@@ -34,6 +34,8 @@ from tests.helpers.structures import (
 )
 
 optree = pytest.importorskip("optree")
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 NAMES = (
     "optree.tree_leaves",
     "optree.tree_map",

@@ -17,7 +17,7 @@ import attr
 import pytest
 import torch
 
-from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
+from tests.helpers.compiling import compiled
 from tests.helpers.dynamo_support import (
     dynamo_traces,
     needs_dynamo,
@@ -27,6 +27,8 @@ from tests.helpers.dynamo_support import (
 from tests.helpers.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 _DEQUE_MAXLEN = dynamo_traces("deque maxlen")
 
 

@@ -17,12 +17,14 @@ import pytest
 import torch
 
 from dynamo_tree_compat import _dynamo, installer
-from tests.helpers.compiling import compiled, fresh_dynamo  # noqa: F401
+from tests.helpers.compiling import compiled
 from tests.helpers.dynamo_support import dynamo_traces
 from tests.helpers.structures import assert_same_ending, outcome
 
 pytest.importorskip("optree")
 cxx = pytest.importorskip("torch.utils._cxx_pytree")
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 Point = collections.namedtuple("Point", "a b")
 

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 import dynamo_tree_compat
 from dynamo_tree_compat import _dynamo
 from dynamo_tree_compat._dynamo.runtime import Event
-from tests.helpers.compiling import compiled, fresh_dynamo, stats  # noqa: F401
+from tests.helpers.compiling import compiled, stats
 from tests.helpers.structures import (
     COMPILED_EXAMPLES,
     Spec,
@@ -33,6 +33,8 @@ from tests.helpers.structures import (
     specs,
     tensor_leaves,
 )
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 #: Whether this Dynamo maps torch's pytree itself (then tree_map is left to it).
 DYNAMO_MAPS = _dynamo.capability(_dynamo.Capability.TREE_MAP_FAST_PATH)

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 import dynamo_tree_compat
 from dynamo_tree_compat import config
 from tests.helpers.breadth import LONG
-from tests.helpers.compiling import fresh_dynamo  # noqa: F401
 from tests.helpers.dynamo_support import with_a_graph_op
 from tests.helpers.reuse import CALLS, CHANGES, Change, changes_for, leaf
 from tests.helpers.structures import (
@@ -34,6 +33,8 @@ from tests.helpers.structures import (
     specs,
     tensor_leaves,
 )
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 #: Calls CI also runs with the fast paths off (then the twins, or the library's own code
 #: over the C layer, read the structure): one that maps and one that flattens per

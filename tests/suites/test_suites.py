@@ -8,8 +8,8 @@ of the three runs are printed (``pytest -s``).
 
 - dm-tree's ``tree_test.py``, from the installed wheel (a copy outside site-packages);
 - optree's ``tests/``, from the installed release's sdist (downloaded once into
-  ``.cache/suites/``): a seeded sample (``DTC_OPTREE_SAMPLE``; by default 40 in make
-  test, 120 in the ci profile), the whole suite with ``DTC_OPTREE_SAMPLE=0``;
+  ``.cache/suites/``): a seeded sample (``DTC_OPTREE_SAMPLE``; by default 16 in make
+  test, another 120 in CI's wide stage), the whole suite with ``DTC_OPTREE_SAMPLE=0``;
 - Keras's ``tree_test.py`` (Keras 3.12 on): ``test_keras_suite.py``.
 """
 
@@ -60,10 +60,10 @@ def test_dm_trees_suite_passes_compiled(tmp_path: Path) -> None:
 
 #: optree's tests that fail compiled, package or not, with why (none in the samples run).
 OPTREE_LIMITS: dict[str, str] = {}
-#: How many of optree's tests run, by profile: 40 in make test, 120 in CI's ci profile.
-OPTREE_SAMPLE = int(
-    os.environ.get("DTC_OPTREE_SAMPLE") or by_profile(quick=40, ci=120, smoke=40, long=0)
-)
+#: How many of optree's tests run: 16 in make test; the wide stage's own test draws 120
+#: more (the long profile: all of them).
+OPTREE_SAMPLE = int(os.environ.get("DTC_OPTREE_SAMPLE") or 16)
+WIDE_SAMPLE = by_profile(quick=120, ci=120, smoke=120, long=0)
 OPTREE_SEED = int(os.environ.get("DTC_OPTREE_SEED", "20261205"))
 
 
@@ -90,12 +90,23 @@ def _optree_tests() -> Path:
     return tests
 
 
-def test_optrees_suite_passes_compiled(tmp_path: Path) -> None:
+def _optrees_suite_passes_compiled(tmp_path: Path, size: int, seed: int) -> None:
     tests = str(_optree_tests())
-    sample = (str(OPTREE_SAMPLE), str(OPTREE_SEED))
-    eager, compiled, without = runs("optree", tmp_path, *sample, DTC_OPTREE_TESTS=tests)
-    assert eager["ran"] >= min(OPTREE_SAMPLE or 10_000, 200) * 0.9, eager["ran"]
+    eager, compiled, without = runs(
+        "optree", tmp_path, str(size), str(seed), DTC_OPTREE_TESTS=tests
+    )
+    assert eager["ran"] >= min(size or 10_000, 200) * 0.9, eager["ran"]
     assert not eager["failed"], list(eager["failed"])[:20]
-    name = f"optree {importlib.metadata.version('optree')}'s tests ({OPTREE_SAMPLE or 'all'})"
+    name = f"optree {importlib.metadata.version('optree')}'s tests ({size or 'all'})"
     wrong = verdict(name, eager, compiled, without, OPTREE_LIMITS)
     assert not wrong, "\n".join(wrong)
+
+
+def test_optrees_suite_passes_compiled(tmp_path: Path) -> None:
+    _optrees_suite_passes_compiled(tmp_path, OPTREE_SAMPLE, OPTREE_SEED)
+
+
+@pytest.mark.wide
+def test_optrees_suite_passes_compiled_in_a_wider_sample(tmp_path: Path) -> None:
+    """Another seed's sample, wider (CI's wide stage; the long profile: the whole suite)."""
+    _optrees_suite_passes_compiled(tmp_path, WIDE_SAMPLE, OPTREE_SEED + 1)
