@@ -259,13 +259,13 @@ def _dynamo_own() -> set[str]:
         "torch pytree tree_map_with_path": _dynamo.Capability.TREE_MAP_WITH_PATH_FAST_PATH,
     }
     right = all(
-        _dynamo.capability(capability)
+        _dynamo.has(capability)
         for capability in (
             _dynamo.Capability.TREE_MAP_FAST_PATH_KEEPS_DEFAULTDICT,
             _dynamo.Capability.TREE_MAP_FAST_PATH_GUARDS_KEY_ORDER,
         )
     )
-    return {row for row, capability in rows.items() if right and _dynamo.capability(capability)}
+    return {row for row, capability in rows.items() if right and _dynamo.has(capability)}
 
 
 def _goal(name: str, ratio: float, anchor_ratio: float, path_anchor_ratio: float) -> str:

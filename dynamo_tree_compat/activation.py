@@ -336,6 +336,11 @@ def activate(how: str) -> bool:
 def install() -> None:
     """Activates the package explicitly, whatever ``DYNAMO_TREE_COMPAT`` says.
 
+    Takes nothing and returns None. Idempotent. Registers the twins now where Dynamo and
+    the libraries are loaded, else as they load; it waits for a compile in progress in
+    another thread to end. It never raises: where registering fails, one
+    :class:`DynamoTreeCompatWarning` says why, and the libraries stay torch's.
+
     >>> import dynamo_tree_compat
     >>> dynamo_tree_compat.install()
     >>> dynamo_tree_compat.status().mode
@@ -352,6 +357,10 @@ def install() -> None:
 
 def uninstall() -> None:
     """Removes every registration and quiets the import hook; traced code breaks as before.
+
+    Takes nothing and returns None; never raises. A function compiled before recompiles
+    at its next call (Dynamo guards on the mode). An :func:`enabled` scope opened
+    afterwards registers the twins again for what it traces; :func:`install` undoes it.
 
     >>> import dynamo_tree_compat
     >>> dynamo_tree_compat.uninstall()
@@ -410,8 +419,10 @@ class _Mode(contextlib.ContextDecorator):
 def enabled() -> _Mode:
     """Traces tree calls with the twins inside this scope, whatever the global setting.
 
-    Usable as a context manager or a decorator. Dynamo guards on the mode: a function
-    compiled inside and called outside recompiles once.
+    Usable as a context manager or a decorator; takes nothing, and the context manager
+    yields the scope object itself. Scopes nest (the innermost wins) and are per thread.
+    Dynamo guards on the mode: a function compiled inside and called outside recompiles
+    once. Never raises, and does not swallow what the block raises.
 
     >>> import dynamo_tree_compat
     >>> with dynamo_tree_compat.enabled():
@@ -423,6 +434,10 @@ def enabled() -> _Mode:
 
 def disabled() -> _Mode:
     """Lets tree calls break the graph inside this scope, as without this package.
+
+    The opposite of :func:`enabled`, used the same way: a context manager or a
+    decorator, nesting per thread, guarded by Dynamo. Eager calls are the libraries' own
+    code either way.
 
     >>> import dynamo_tree_compat
     >>> with dynamo_tree_compat.disabled():

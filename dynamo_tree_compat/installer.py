@@ -50,10 +50,10 @@ def _substitution_unavailable() -> Outcome | None:
 
 
 def _dynamo_can(capability: Capability) -> bool:
-    """Whether this Dynamo can do ``capability`` (``_dynamo.capability``); False, so
+    """Whether this Dynamo can do ``capability`` (``_dynamo.has``); False, so
     that the twins work around it, where asking fails."""
     try:
-        return bool(_dynamo.capability(capability))
+        return bool(_dynamo.has(capability))
     except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: work around
         _dynamo.LOG.debug("asking Dynamo whether it can %s failed: %r", capability, error)
         return False

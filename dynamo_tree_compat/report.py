@@ -66,6 +66,13 @@ def _version(distribution: str) -> str | None:
 def status() -> Status:
     """A structured report: versions, mode, how the package was activated, coverage.
 
+    Takes nothing; returns a :class:`Status` (a frozen dataclass): ``mode`` (``"on"`` or
+    ``"off"`` here and now), ``functions`` (each original's import path -> registered,
+    pending, not installed, ...), ``outcomes`` (the same, with the reason), the libraries'
+    ``versions``, ``activated_by``, ``switched_off``, ``hooks_off`` and ``stepped_aside``.
+    It first registers what is pending, as tracing would. Never raises for a library
+    that is missing or failed: that is an outcome.
+
     >>> import torch._dynamo, tree, dynamo_tree_compat  # registered once both are loaded
     >>> report = dynamo_tree_compat.status()
     >>> report.mode, report.functions["tree.flatten"], report.outcomes["tree.flatten"].kind

@@ -59,7 +59,7 @@ class Substitution:
     #: The original's name in its module; dotted for a function kept on another (x.get).
     name: str
     twin: Callable[..., Any] | None
-    #: Dynamo capabilities (``_dynamo.capability``), one or several, under all of which
+    #: Dynamo capabilities (``_dynamo.has``), one or several, under all of which
     #: the twin is not needed: Dynamo then follows the library's own code.
     unless_dynamo: Capability | tuple[Capability, ...] | None = None
     #: An import path whose presence in this library version makes the twin unneeded.

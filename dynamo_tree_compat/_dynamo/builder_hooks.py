@@ -31,7 +31,7 @@ from .runtime import Capability, step_aside
 from .seam import capabilities, frames, internals, patches, reads
 from .seam.types import Builder, Translator
 
-__all__ = ["hook", "is_hooked", "unhook"]
+__all__ = ["hook_builder", "is_builder_hooked", "unhook_builder"]
 
 #: (owner, name, what it was before the hook), in the order the hooks went in.
 _HOOKED: list[tuple[Any, str, Any]] = []
@@ -90,7 +90,7 @@ def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
     return None
 
 
-def hook(flag_path: str) -> bool:
+def hook_builder(flag_path: str) -> bool:
     """Installs the builder and frame-check hooks; False, changing nothing, where
     Dynamo's builder has moved."""
     if _HOOKED:
@@ -175,12 +175,12 @@ def _hook_tensor_check(flag_path: str) -> None:
     _HOOKED.append((owner, name, patches.replace(owner, name, has_tensor_in_frame)))
 
 
-def is_hooked() -> bool:
+def is_builder_hooked() -> bool:
     """Whether the hooks are in."""
     return bool(_HOOKED)
 
 
-def unhook() -> None:
+def unhook_builder() -> None:
     """Undoes :func:`hook`."""
     while _HOOKED:
         owner, name, original = _HOOKED.pop()

@@ -117,7 +117,7 @@ ROUND_TRIPS = 100 if WIDE else 25
 
 @pytest.mark.parametrize("function", [with_optree, with_dmtree], ids=["optree", "dm-tree"])
 @pytest.mark.skipif(
-    not _dynamo.capability(_dynamo.Capability.SKIP_KEEPS_GRAPHS),
+    not _dynamo.has(_dynamo.Capability.SKIP_KEEPS_GRAPHS),
     reason=f"torch {torch.__version__}: Dynamo's mark to run a code eagerly replaces its "
     "compiled graphs (no exec strategies), so each return to a mode compiles again",
 )

@@ -280,7 +280,7 @@ _SOURCES = [
     for path in sorted((pathlib.Path(__file__).parents[2] / folder).rglob("*.py"))
 ]
 #: The functions that take a capability.
-_ASKING = {"has", "lacks", "trial", "capability", "_dynamo_can"}
+_ASKING = {"has", "lacks", "trial", "_dynamo_can"}
 
 
 def _misnamed(tree: ast.AST) -> list[str]:

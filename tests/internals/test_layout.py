@@ -249,3 +249,14 @@ def test_outside_dynamo_only_the_contract_is_used() -> None:
         if not inside and found.imported.startswith(f"{ROOT}._dynamo."):
             past.setdefault(found.importer, set()).add(found.imported)
     assert past == PAST_THE_CONTRACT
+
+
+def test_the_contract_exports_each_name_as_its_module_defines_it() -> None:
+    """``_dynamo.X`` is the ``X`` its module defines, under that very name: no aliases."""
+    from dynamo_tree_compat import _dynamo
+
+    assert sorted(_dynamo.__all__) == sorted(_dynamo._CONTRACT)
+    for name, module in _dynamo._CONTRACT.items():
+        defined = importlib.import_module(f"{ROOT}._dynamo.{module}")
+        assert name in vars(defined), f"{module} defines no {name}"
+        assert getattr(_dynamo, name) is vars(defined)[name]

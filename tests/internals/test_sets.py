@@ -17,7 +17,7 @@ from tests.helpers.compiling import compiled
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
-KEEPS_WHOLE = _dynamo.capability(_dynamo.Capability.SET_SUBCLASS_KEEPS_CONTENTS)
+KEEPS_WHOLE = _dynamo.has(_dynamo.Capability.SET_SUBCLASS_KEEPS_CONTENTS)
 #: Dynamo 2.5 has no set-subclass variable: it breaks the graph its own way.
 DYNAMO_2_5 = torch.__version__.startswith("2.5.")
 

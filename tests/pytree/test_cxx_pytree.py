@@ -90,7 +90,7 @@ def test_each_call_gives_eagers_answer_in_one_graph(name: str) -> None:
     one_graph = needs is not None and all(dynamo_traces(feature) for feature in needs)
     if name == "tree_all" and not dynamo_traces("a generator read lazily"):
         one_graph = False  # torch 2.5's tree_all reads tree_iter
-    if name == "tree_leaves" and _dynamo.capability(_dynamo.Capability.CXX_PYTREE_INLINED):
+    if name == "tree_leaves" and _dynamo.has(_dynamo.Capability.CXX_PYTREE_INLINED):
         # Dynamo's own polyfill reads a dict one level down through optree's DictMetaData
         one_graph = one_graph and dynamo_traces("list subclass")
     # optree's own errors come from eager code, after a graph break: without fullgraph
@@ -107,6 +107,6 @@ def test_the_copies_register_only_where_dynamo_skips_the_module() -> None:
     tree_map fast path answers wrong (torch 2.13 and 2.15: a graph reused for keys in
     another order)."""
     registered = {key for key in installer.REGISTERED if key.startswith("torch.utils._cxx")}
-    inlined = _dynamo.capability(_dynamo.Capability.CXX_PYTREE_INLINED)
+    inlined = _dynamo.has(_dynamo.Capability.CXX_PYTREE_INLINED)
     assert ("torch.utils._cxx_pytree.map_only" in registered) is not inlined
     assert "torch.utils._cxx_pytree.tree_map" in registered

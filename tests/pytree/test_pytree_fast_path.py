@@ -37,7 +37,7 @@ from tests.helpers.structures import (
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 #: Whether this Dynamo maps torch's pytree itself (then tree_map is left to it).
-DYNAMO_MAPS = _dynamo.capability(_dynamo.Capability.TREE_MAP_FAST_PATH)
+DYNAMO_MAPS = _dynamo.has(_dynamo.Capability.TREE_MAP_FAST_PATH)
 PREFIX = "torch.utils._pytree."
 MAP = PREFIX + "tree_map"
 LEAVES = PREFIX + "tree_leaves"
@@ -55,7 +55,7 @@ OURS = {
         "tree_flatten_with_path": None,
         "tree_leaves_with_path": None,
     }.items()
-    if capability is None or not _dynamo.capability(capability)
+    if capability is None or not _dynamo.has(capability)
 }
 
 Point = collections.namedtuple("Point", "x y")
@@ -319,5 +319,5 @@ def test_every_map_keeps_a_defaultdict(mapped: Callable[[Any], Any]) -> None:
     def make() -> Any:
         return collections.defaultdict(list, {"b": torch.ones(2), "a": [torch.zeros(1)]})
 
-    fullgraph = _dynamo.capability(_dynamo.Capability.DEFAULTDICT_TAKES_ITEMS)
+    fullgraph = _dynamo.has(_dynamo.Capability.DEFAULTDICT_TAKES_ITEMS)
     assert_identical(mapped(make()), compiled(mapped, fullgraph=fullgraph)(make()))

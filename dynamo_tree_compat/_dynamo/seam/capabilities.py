@@ -10,9 +10,9 @@ Nothing compiles when Dynamo or a tree library is imported. For the releases the
 matrix tests, the answers ship as data (:func:`known_answers`), and the matrix proves
 on each that the trials still give them (``tests/internals/test_capabilities.py``). For
 a build nobody has seen, the questions that need no compile are asked on first use; the
-trials compile once, outside any trace, before Dynamo's first frame (:func:`settled`
-with ``ask=True``), and their answers are cached on disk per torch build
-(:data:`ENV_CACHE_DIR`; a corrupt or foreign file means asking again).
+trials compile once, outside any trace, before Dynamo's first frame
+(:func:`capabilities_settled` with ``ask=True``), and their answers are cached on disk per
+torch build (:data:`ENV_CACHE_DIR`; a corrupt or foreign file means asking again).
 
 A trial leaves no trace: Dynamo's counters are put back and its graph-break log is
 silenced while it runs. Until a capability has its answer, or where a trial cannot run
@@ -52,10 +52,10 @@ __all__ = [
     "Capability",
     "Question",
     "answers",
+    "capabilities_settled",
     "has",
     "known_answers",
     "lacks",
-    "settled",
     "trial",
 ]
 
@@ -516,7 +516,7 @@ def trial(capability: Capability) -> bool | None:
 
 def has(capability: Capability) -> bool:
     """Whether this Dynamo can do ``capability``. Never compiles: a trial's capability
-    not answered yet gives the safe answer (:func:`settled` asks).
+    not answered yet gives the safe answer (:func:`capabilities_settled` asks).
 
     >>> has("deque_keeps_maxlen")
     Traceback (most recent call last):
@@ -542,7 +542,7 @@ def lacks(capability: Capability) -> bool:
     return not TRIALS and not has(capability)
 
 
-def settled(ask: bool = False) -> bool:
+def capabilities_settled(ask: bool = False) -> bool:
     """Whether every capability has its answer. With ``ask``, the trials not run yet
     compile now (where they can), and a full set of their answers is cached on disk."""
     answers()
