@@ -20,10 +20,13 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from . import _dynamo, config, dmtree, keras_twins, optree_twins, outcomes
+from . import _dynamo, config, outcomes
 from ._dynamo import Capability
 from .outcomes import TORCH_RANGE, Kind, Outcome
 from .substitutions import CXX_PYTREE, LIBRARIES, LIBRARY_OF, Substitution
+from .twins import dmtree
+from .twins import keras as keras_twins
+from .twins import optree as optree_twins
 
 __all__ = [
     "MODE_FLAG",

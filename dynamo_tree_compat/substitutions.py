@@ -6,7 +6,7 @@ and when the row is not needed. :mod:`.installer` registers the rows with
 eager calls still run the C library, at the C library's cost. Whether a fast path comes
 first is the Dynamo layer's table (``_dynamo.FAST_PATHS``, by the original's name).
 
-To add a function: its twin (``dmtree/``, ``optree_twins.py``, ``keras_twins.py``), with
+To add a function: its twin (``twins/``: ``dmtree/``, ``optree.py``, ``keras.py``), with
 the original's signature; its row below, with ``unless_dynamo`` where some Dynamo traces
 the original right; its calls in the tests' tables (``tests/helpers/reuse.py``, and the
 library's compile tests); its line in docs/coverage.md.
@@ -28,8 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import dmtree, keras_twins, optree_twins, originals
+from . import originals
 from ._dynamo import Capability
+from .twins import dmtree
+from .twins import keras as keras_twins
+from .twins import optree as optree_twins
 
 C = Capability
 
@@ -64,7 +67,7 @@ class Substitution:
     unless_dynamo: Capability | tuple[Capability, ...] | None = None
     #: An import path whose presence in this library version makes the twin unneeded.
     unless_present: str | None = None
-    #: Fingerprints (``keras_twins.fingerprint``) of the originals' code the twin mirrors;
+    #: Fingerprints (``twins.keras.fingerprint``) of the originals' code the twin mirrors;
     #: empty where the twin follows the library's documented behaviour instead.
     written_for: frozenset[str] = frozenset()
 

@@ -77,7 +77,7 @@ _MACHINERY_FILES = tuple(
         patches.__file__,
     )
 )
-_MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "dmtree") + os.sep,)
+_MACHINERY_DIRS = (os.path.join("dynamo_tree_compat", "twins", "dmtree") + os.sep,)
 
 
 def _is_machinery(frame: str) -> bool:
@@ -142,11 +142,12 @@ def owner(path: str) -> str:
     path = path.rpartition(":")[0] if path.rpartition(":")[2].isdigit() else path
     ours = f"dynamo_tree_compat{os.sep}"
     if ours in path:
-        if f"{ours}dmtree{os.sep}" in path:
+        twins = os.path.join(f"{ours}twins", "")
+        if f"{twins}dmtree{os.sep}" in path:
             return "dm-tree"  # a dm-tree twin's own code
-        if path.endswith("keras_twins.py"):
+        if path.endswith(f"{twins}keras.py"):
             return "keras.tree"
-        return "optree" if path.endswith("optree_twins.py") else "dynamo-tree-compat"
+        return "optree" if path.endswith(f"{twins}optree.py") else "dynamo-tree-compat"
     if os.path.join("keras", "src", "tree", "") in path:
         return "keras.tree"
     if path.endswith(os.path.join("torch", "utils", "_pytree.py")):

@@ -186,7 +186,9 @@ def test_no_module_imports_another_folders_private_names() -> None:
         f"{found.importer} imports {name} from {found.imported}"
         for found in imports()
         for name in found.names
-        if name.startswith("_") and _folder(found.importer) != _folder(found.imported)
+        if name.startswith("_")
+        and not name.endswith("__")
+        and _folder(found.importer) != _folder(found.imported)
     ]
     assert wrong == []
 
@@ -260,3 +262,35 @@ def test_the_contract_exports_each_name_as_its_module_defines_it() -> None:
         defined = importlib.import_module(f"{ROOT}._dynamo.{module}")
         assert name in vars(defined), f"{module} defines no {name}"
         assert getattr(_dynamo, name) is vars(defined)[name]
+
+
+TWINS = f"{ROOT}.twins"
+#: Who may import the twins: the table, the installer that registers its rows, the
+#: public name of dm-tree's (``dynamo_tree_compat.dmtree``), and dm-tree's fast path,
+#: which reads nodes by the twin's own rules.
+USES_THE_TWINS = {f"{ROOT}.substitutions", f"{ROOT}.installer", f"{ROOT}.dmtree"}
+USES_THE_TWINS |= {f"{ROOT}._dynamo.dmtree.fast"}
+
+
+def test_the_twins_import_nothing_of_the_package_and_only_the_table_imports_them() -> None:
+    """The twins are plain Python in a folder of their own: they import nothing of the
+    package (but each other's own modules), and only USES_THE_TWINS imports them."""
+    inside = [
+        f"{found.importer} imports {found.imported}"
+        for found in imports()
+        if found.importer.startswith(TWINS)
+        and found.imported.startswith(ROOT)
+        and not found.imported.startswith(TWINS)
+    ]
+    users = {
+        found.importer
+        for found in imports()
+        if found.imported.startswith(TWINS) and not found.importer.startswith(TWINS)
+    }
+    assert inside == []
+    assert users <= USES_THE_TWINS, sorted(users - USES_THE_TWINS)
+    assert {name for name in MODULES if name.startswith(f"{TWINS}.")} >= {
+        f"{TWINS}.dmtree",
+        f"{TWINS}.keras",
+        f"{TWINS}.optree",
+    }

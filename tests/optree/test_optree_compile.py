@@ -320,7 +320,7 @@ def test_after_uninstall_tree_specs_coming_in_are_torchs_business_again() -> Non
 def test_without_the_spec_hook_optree_is_left_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where Dynamo's builder is not as expected, nothing of optree is registered."""
     installer.uninstall()
-    monkeypatch.setattr(builder_hooks, "hook", lambda flag: False)
+    monkeypatch.setattr(builder_hooks, "hook_builder", lambda flag: False)
     try:
         outcomes = installer.install()
         assert outcomes["optree._C.flatten"].kind is Kind.LEFT_TO_TORCH

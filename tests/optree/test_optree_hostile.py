@@ -274,7 +274,8 @@ def test_dicts_with_keys_of_mixed_types_one_level(kind: str) -> None:
 def test_keys_that_are_no_constants_break_the_graph_where_sorting_them_would_fail() -> None:
     """Where Dynamo's sort lets a comparison's TypeError escape, the package orders keys
     by folding the sort on constants; other keys end the graph, naming why."""
-    from dynamo_tree_compat import _dynamo, installer, optree_twins
+    from dynamo_tree_compat import _dynamo, installer
+    from dynamo_tree_compat.twins import optree as optree_twins
 
     if _dynamo.has(_dynamo.Capability.SORT_RAISES_CLEANLY):
         pytest.skip(f"torch {torch.__version__}: Dynamo's own sort raises the TypeError cleanly")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamo_tree_compat import optree_twins
+from dynamo_tree_compat.twins import optree as optree_twins
 from tests.helpers.structures import assert_same_ending, outcome
 
 optree = pytest.importorskip("optree")

@@ -26,9 +26,7 @@ TREE_MODULES = (
     "torch.utils._cxx_pytree",
     "dynamo_tree_compat._dynamo.pytree",  # the copies of _cxx_pytree's functions
     *internals.DYNAMO_TREE_MODULES,
-    "dynamo_tree_compat.dmtree",
-    "dynamo_tree_compat.optree_twins",
-    "dynamo_tree_compat.keras_twins",
+    "dynamo_tree_compat.twins",
 )
 
 _ANSWERS: dict[str, bool] = {}

@@ -16,8 +16,8 @@ from collections import abc
 from typing import Any, NamedTuple
 
 from ... import dmtree
-from ...dmtree._base import ObjectProxy, made_by_a_class_statement
-from ...dmtree._nodes import has_attrs_fields
+from ...twins.dmtree._base import ObjectProxy, made_by_a_class_statement
+from ...twins.dmtree._nodes import has_attrs_fields
 from ..common.reading import (
     DICT,
     LEAF,

@@ -73,6 +73,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("_dynamo/runtime.py", "getattr:_initializing"): (
         "Python's module spec says whether a module is still being imported"
     ),
-    ("dmtree/_nodes.py", "getattr:_fields"): "a namedtuple's fields, as dm-tree reads them",
-    ("dmtree/_nodes.py", "hasattr:_fields"): "a namedtuple's fields, as dm-tree reads them",
+    ("twins/dmtree/_nodes.py", "getattr:_fields"): "a namedtuple's fields, as dm-tree reads them",
+    ("twins/dmtree/_nodes.py", "hasattr:_fields"): "a namedtuple's fields, as dm-tree reads them",
 }
