@@ -294,3 +294,19 @@ def test_the_twins_import_nothing_of_the_package_and_only_the_table_imports_them
         f"{TWINS}.keras",
         f"{TWINS}.optree",
     }
+
+
+def test_the_public_dmtree_is_the_twins_api_not_a_second_copy() -> None:
+    """``dynamo_tree_compat.dmtree`` hands out the twins' own objects, and is no package:
+    were it one (a ``__path__`` passed on), its submodules would be the twins' imported
+    again, a second ``ObjectProxy`` class and a second warning flag among them."""
+    import sys
+
+    from dynamo_tree_compat import _dynamo, dmtree
+    from dynamo_tree_compat.twins import dmtree as twins
+
+    for name in _dynamo.__all__:  # every module of the Dynamo layer, dm-tree's fast path too
+        getattr(_dynamo, name)
+    assert dmtree.flatten is twins.flatten and dmtree._nodes is twins._nodes
+    assert not hasattr(dmtree, "__path__")
+    assert [name for name in sys.modules if name.startswith(f"{ROOT}.dmtree.")] == []
