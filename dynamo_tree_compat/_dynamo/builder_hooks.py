@@ -181,7 +181,7 @@ def is_builder_hooked() -> bool:
 
 
 def unhook_builder() -> None:
-    """Undoes :func:`hook`."""
+    """Undoes :func:`hook_builder`."""
     while _HOOKED:
         owner, name, original = _HOOKED.pop()
         patches.replace(owner, name, original)

@@ -151,7 +151,7 @@ def _route(
         entry = None
     if not entry or entry.original is not fn:
         return None
-    name, flag_path, torch_way, our_way = entry[1:]
+    name, flag_path = entry.name, entry.flag_path
     try:
         flag_on = flag_is_on(flag_path)
         handler = _handler(name) if flag_on else None
@@ -169,7 +169,7 @@ def _route(
         result = _run(handler, name, tx, args, kwargs)
         if result is not None:
             return result
-    way = our_way if flag_on and our_way is not None else torch_way
+    way = entry.our_way if flag_on and entry.our_way is not None else entry.torch_way
     if way is None:
         return None
     try:  # optree's own Python code over our C layer, or torch's way

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.breadth import by_profile
+from tests.helpers.breadth import LONG
 from tests.suites.judge import ROOT, runs, verdict
 
 #: dm-tree's tests that fail compiled, package or not, with why.
@@ -63,7 +63,7 @@ OPTREE_LIMITS: dict[str, str] = {}
 #: How many of optree's tests run: 16 in make test; the wide stage's own test draws 120
 #: more (the long profile: all of them).
 OPTREE_SAMPLE = int(os.environ.get("DTC_OPTREE_SAMPLE") or 16)
-WIDE_SAMPLE = by_profile(quick=120, ci=120, smoke=120, long=0)
+WIDE_SAMPLE = 0 if LONG else 120
 OPTREE_SEED = int(os.environ.get("DTC_OPTREE_SEED", "20261205"))
 
 

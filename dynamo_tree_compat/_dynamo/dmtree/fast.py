@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import abc
 from typing import Any, NamedTuple
 
-from ... import dmtree
+from ...twins import dmtree
 from ...twins.dmtree._base import ObjectProxy, made_by_a_class_statement
 from ...twins.dmtree._nodes import has_attrs_fields
 from ..common.reading import (
