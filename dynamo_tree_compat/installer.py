@@ -194,8 +194,9 @@ def _for_a_tree() -> bool:
 
 def _patch_dynamo() -> None:
     """Gives mappingproxy variables a type, keeps set subclasses whole, and makes
-    ``iter()`` of a number end the graph, where this Dynamo needs it. Never raises: what
-    cannot be patched is left as it is."""
+    ``iter()`` of a number, and optree's ``tree_iter`` twin leaving the graph, end the
+    graph, where this Dynamo needs it. Never raises: what cannot be patched is left as
+    it is."""
     patches: dict[str, Callable[[], Callable[[], None] | None]] = {
         "give mappingproxy variables a type": lambda: _dynamo.give_mapping_proxies_a_type(
             _for_a_tree
@@ -204,6 +205,11 @@ def _patch_dynamo() -> None:
             lambda: config.twins_enabled
         ),
         "break on iter() of a number": lambda: _dynamo.break_on_iterating_a_number(_for_a_tree),
+        "break where tree_iter's generator leaves the graph": (
+            lambda: _dynamo.break_where_a_generator_leaves(
+                lambda code: config.twins_enabled and code is optree_twins.tree_iter.__code__
+            )
+        ),
     }
     for what, patch in patches.items():
         try:

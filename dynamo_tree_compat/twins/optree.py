@@ -26,6 +26,12 @@ __all__ = [
     "tree_min",
 ]
 
+#: Emptied by each tree_iter generator as it starts: a change to an object that exists
+#: outside the graph, so that Dynamo, which would read a generator leaving the graph to
+#: its end into a look-alike (a tuple_iterator), ends the graph there instead, and the
+#: call runs optree's own iterator. Module-level: it must exist before any graph does.
+_STARTED: list[None] = []
+
 
 def tree_iter(
     tree: Any,
@@ -49,6 +55,7 @@ def tree_iter(
     """
     import optree
 
+    _STARTED.clear()
     options = {"none_is_leaf": none_is_leaf, "namespace": namespace}
     agenda = [(tree, 0)]
     while agenda:

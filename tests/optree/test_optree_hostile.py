@@ -400,6 +400,31 @@ def test_a_tree_iter_that_leaves_the_graph_is_optrees_own() -> None:
     assert list(leaves) == [2, 3]
 
 
+@needs_dynamo("a generator read lazily")
+def test_a_tree_iter_returned_alone_is_optrees_own_or_no_graph() -> None:
+    """Returned alone, Dynamo would read the twin's generator whole into a tuple_iterator
+    (as it does any generator a compiled function returns): the frame runs eagerly
+    instead, and with fullgraph=True that is the graph break it reports."""
+    import weakref
+
+    def leaves(tree: Any) -> Any:
+        return optree.tree_iter(tree)
+
+    tree = {"a": 1, "b": {"c": 2}}
+    iterator = compiled(leaves, fullgraph=False)(tree)
+    assert type(iterator) is type(optree.tree_iter([]))
+    weakref.ref(iterator)
+    assert next(iterator) == 1
+    tree["b"]["d"] = 3
+    assert list(iterator) == [2, 3]
+
+    def tensor_leaves(tree: Any) -> Any:
+        return optree.tree_iter(tree)
+
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="generator leaves the graph"):
+        compiled(tensor_leaves)({"a": torch.ones(1)})
+
+
 @needs_torch((2, 6), "has no guard on a call: the order beneath an OrderedDict is unguarded")
 def test_an_ordereddict_reordered_in_place_is_read_as_optree_reads_it() -> None:
     """optree's C code reads the dict beneath an OrderedDict, whose order

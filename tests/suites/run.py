@@ -10,7 +10,8 @@ this repository:
   site-packages (Dynamo skips every file of the ``tree`` package, the suite's own
   callbacks included);
 - optree: ``tests/`` of the release's sdist (``pip download --no-binary :all:``), in the
-  folder the judge passes in ``DTC_OPTREE_TESTS``; SAMPLE tests drawn with SEED;
+  folder the judge passes in ``DTC_OPTREE_TESTS``; SAMPLE tests drawn with SEED (a
+  negative SAMPLE, -K: K parametrizations of each test function, :func:`per_function`);
 - Keras: ``keras/src/tree/tree_test.py`` from the installed wheel.
 
 The suite's view of the library is a stand-in whose public functions run compiled
@@ -65,7 +66,7 @@ def _many_graphs() -> None:
 
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, name, 256)
+    setattr(config, name, 100_000)
     if hasattr(config, "accumulated_recompile_limit"):
         config.accumulated_recompile_limit = 100_000
 
@@ -124,6 +125,36 @@ def run_keras(compiled: bool, counts: Counts) -> dict[str, Any]:
     return _unittest(_load("keras_tree_test", Path(package.__file__).parent / "tree_test.py"))
 
 
+#: optree's test files whose every test function the per-function sample reaches.
+OPTREE_FILES = (
+    "test_ops.py",
+    "test_treespec.py",
+    "test_accessors.py",
+    "test_functools.py",
+    "test_prefix_errors.py",
+    "test_dataclasses.py",
+    "test_utils.py",
+    "test_registry.py",
+)
+
+
+def per_function(items: list[Any], count: int, seed: int) -> list[Any]:
+    """``count`` parametrizations (all, where fewer) of each test function of
+    :data:`OPTREE_FILES`, drawn with ``seed``, in the suite's order."""
+    groups: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        path, _, name = item.nodeid.partition("::")
+        if path.rsplit("/", 1)[-1] in OPTREE_FILES:
+            groups.setdefault(f"{path}::{name.partition('[')[0]}", []).append(index)
+    draw = random.Random(seed)
+    chosen = {
+        index
+        for group in groups.values()
+        for index in (group if len(group) <= count else draw.sample(group, count))
+    }
+    return [item for index, item in enumerate(items) if index in chosen]
+
+
 class _OptreeStandIn:
     """A pytest plugin: the sample's test modules see a compiled optree."""
 
@@ -135,10 +166,15 @@ class _OptreeStandIn:
         # Dynamo registers torch's own nodes with optree: after the suite's helpers have
         # counted the registry, in every mode alike.
         _dynamo_loaded(self.compiled)
-        if self.sample and len(items) > self.sample:
+        kept = items
+        if self.sample < 0:  # that many parametrizations of each test function
+            kept = per_function(items, -self.sample, self.seed)
+        elif self.sample and len(items) > self.sample:
             chosen = set(random.Random(self.seed).sample(range(len(items)), self.sample))
             kept = [item for index, item in enumerate(items) if index in chosen]
-            config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        if kept is not items:
+            chosen_ids = {id(item) for item in kept}
+            config.hook.pytest_deselected(items=[i for i in items if id(i) not in chosen_ids])
             items[:] = kept
         if self.compiled:
             import optree

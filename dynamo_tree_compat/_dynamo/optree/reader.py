@@ -24,6 +24,7 @@ from ..common.reading import (
     NOT_CONSTANT,
     OPTREE_MAX_DEPTH,
     constant_or,
+    is_none,
     is_variable,
     too_deep,
     unsupported,
@@ -31,10 +32,10 @@ from ..common.reading import (
 from ..runtime import Capability
 from ..seam import capabilities, internals, making, reads
 from ..seam.types import Translator, Variable
+from .records import Custom, Markers, Slot, custom_spec, traverse
 
 __all__ = [
     "Reader",
-    "Slot",
     "call",
     "default_factory",
     "deque_maxlen",
@@ -130,28 +131,6 @@ _BUILTIN_NODE_TYPES = frozenset(
 )
 
 
-class Slot:
-    """A numbered placeholder for one leaf in a skeleton: optree takes it as a leaf.
-
-    It hashes as its number, so that a custom node whose unflatten function puts the
-    placeholders in a set (Keras's TrackedSet) keeps them in the order they were read.
-
-    >>> [slot.index for slot in {Slot(2), Slot(0), Slot(1)}]
-    [0, 1, 2]
-    """
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-    def __hash__(self) -> int:
-        return self.index
-
-    def __repr__(self) -> str:
-        return f"<leaf {self.index}>"
-
-
 def _entry_kind(entry: Any) -> Any:
     """The node kind of a registry entry (optree before 0.14 does not say it)."""
     import optree
@@ -192,6 +171,7 @@ class Reader:
         self.by_id: dict[int, Any] = {}
         self.guarded: set[type] = set()
         self.dict_met = False
+        self.markers = Markers()
 
     def leaf(self, variable: Variable) -> Slot:
         slot = Slot(len(self.leaves))
@@ -311,6 +291,8 @@ class Reader:
         return optree.utils.total_order_sorted(list(keys))
 
     def custom(self, variable: Variable, cls: type, entry: Any, depth: int) -> Any:
+        """A marker for a custom node (see :mod:`.records`): its flatten function traced,
+        its unflatten function never called."""
         tx = self.tx
         flatten = entry.flatten_func
         if isinstance(flatten, operator.methodcaller):  # register_pytree_node_class
@@ -326,17 +308,12 @@ class Reader:
             return unsupported(self.what, "a flatten function that returns neither 2 nor 3 items")
         children = [self.skeleton(child, depth + 1) for child in items(tx, parts[0])]
         metadata = real(parts[1], self.what)
-        try:
-            made = entry.unflatten_func(metadata, children)
-        except Exception as error:  # noqa: BLE001 - the user's function, on placeholders
-            return unsupported(
-                self.what, f"the unflatten function fails on placeholders: {error!r}"
-            )
-        # optree would read another node. The node's own class, not the entry's type:
-        # before 0.14 a namedtuple's entry names the namedtuple function.
-        if type(made) is not cls:
-            return unsupported(self.what, f"the unflatten function makes no {cls.__qualname__}")
-        return made
+        entries = None
+        if len(parts) == 3 and not is_none(parts[2]):
+            entries = tuple(real(entry, self.what) for entry in items(tx, parts[2]))
+            if len(entries) != len(children):  # optree's own error, raised eagerly
+                return unsupported(self.what, "a flatten function's entries and children differ")
+        return self.markers.add(children, Custom(cls, metadata, entries))
 
     def flatten(self, tree: Any, with_path: bool) -> tuple[Any, list[Any], Any, Any]:
         """(skeleton, leaf variables in optree's order, real spec, paths or None)."""
@@ -347,21 +324,24 @@ class Reader:
             guard_dict_order(self.tx, self.namespace)
         options = {"none_is_leaf": self.none_is_leaf, "namespace": self.namespace}
         try:
-            if with_path:
-                paths, slots, spec = optree.tree_flatten_with_path(skeleton, **options)
-            else:
-                (slots, spec), paths = optree.tree_flatten(skeleton, **options), None
+            slots, plain = optree.tree_flatten(skeleton, **options)
+            spec = custom_spec(plain, skeleton, self.markers, self.namespace)
         except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
             return unsupported(self.what, f"optree raises {error!r}")
-        if sorted(slot.index for slot in slots) != list(range(len(self.leaves))):
-            return unsupported(self.what, "a custom node flattens its placeholders differently")
+        paths = spec.paths() if with_path else None
         return skeleton, [self.leaves[slot.index] for slot in slots], spec, paths
 
 
 def from_skeleton(
-    tx: Translator, value: Any, leaves: list[Any], by_id: dict[int, Any], spec: Any
+    tx: Translator,
+    value: Any,
+    leaves: list[Any],
+    by_id: dict[int, Any],
+    spec: Any,
+    markers: Markers | None = None,
 ) -> Any:
-    """Dynamo's variable for a skeleton value: a leaf, a container read, or one rebuilt."""
+    """Dynamo's variable for a skeleton value: a leaf, a container read, or one rebuilt (a
+    custom node by its unflatten function, traced)."""
     import optree
 
     if type(value) is Slot:
@@ -372,10 +352,19 @@ def from_skeleton(
         return making.constant(None)
     if id(value) in by_id:
         return by_id[id(value)]
+    custom = None if markers is None else markers.get(value)
+    if custom is not None:
+        parts = [from_skeleton(tx, child, leaves, by_id, spec, markers) for child in value]
+        entry = optree.register_pytree_node.get(custom.cls, namespace=spec.namespace)
+        guard_registration(tx, custom.cls, spec.namespace)
+        if entry is None:  # cannot be: the spec was made with the class registered
+            return unsupported("optree", f"{custom.cls.__qualname__} is not registered")
+        metadata = wrap(tx, custom.metadata)
+        return call(tx, entry.unflatten_func, metadata, making.new_tuple(parts))
     children, metadata, _, unflatten_func = optree.tree_flatten_one_level(
         value, none_is_leaf=spec.none_is_leaf, namespace=spec.namespace
     )
-    parts = [from_skeleton(tx, child, leaves, by_id, spec) for child in children]
+    parts = [from_skeleton(tx, child, leaves, by_id, spec, markers) for child in children]
     cls = type(value)
     if cls is list:
         return making.new_list(parts)
@@ -412,8 +401,9 @@ def _make_defaultdict(factory: Any, keys: list[Any], values: list[Any]) -> Any:
 def unflatten(tx: Translator, spec: Any, leaves_variable: Any, what: str) -> Any:
     """``spec.unflatten(leaves)`` with leaves that are Dynamo's variables."""
     leaves = items(tx, leaves_variable)
+    markers = Markers()
     try:
-        skeleton = spec.unflatten([Slot(index) for index in range(len(leaves))])
+        skeleton = traverse(spec, [Slot(index) for index in range(len(leaves))], markers)
     except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
         return unsupported(what, f"optree raises {error!r}")
-    return from_skeleton(tx, skeleton, leaves, {}, spec)
+    return from_skeleton(tx, skeleton, leaves, {}, spec, markers)

@@ -21,7 +21,8 @@ from ..common.reading import breaks_on_error, constant_or, is_none, is_variable,
 from ..seam import internals, making, patches
 from ..seam.types import Translator, Variable
 from . import reader as optree_reader
-from .reader import Reader, Slot, call, from_skeleton, items, real, unflatten
+from .reader import Reader, call, from_skeleton, items, real, unflatten
+from .records import Markers, Slot, aligned, plain, traverse
 
 __all__ = [
     "entry_variable_class",
@@ -261,12 +262,17 @@ def _spec_method(
         skeleton = reader.skeleton(args[0])
         if reader.dict_met:
             guard_dict_order(tx, spec.namespace)
-        try:
-            pieces = spec.flatten_up_to(skeleton)
+        try:  # the spec's custom nodes as lists, the skeleton's as markers (see .records)
+            pieces = plain(spec).flatten_up_to(skeleton)
         except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
             return unsupported(what, f"optree raises {error!r}")
+        if not aligned(spec, skeleton, reader.markers):  # optree's own error, eagerly
+            return unsupported(what, "a custom node where the spec has none, or another")
         return making.new_list(
-            [from_skeleton(tx, piece, reader.leaves, reader.by_id, spec) for piece in pieces]
+            [
+                from_skeleton(tx, piece, reader.leaves, reader.by_id, spec, reader.markers)
+                for piece in pieces
+            ]
         )
     if name in ("walk", "traverse", "transform"):
         return _spec_callbacks(tx, spec, name, args, kwargs)
@@ -306,15 +312,16 @@ def _spec_callbacks(
         return unsupported(what, "no leaves")
     leaves = items(tx, bound["leaves"])
     slots = [Slot(index) for index in range(len(leaves))]
+    markers = Markers()
 
     def leaf(slot: Slot) -> Any:
         variable = leaves[slot.index]
         return variable if f_leaf is None else call(tx, f_leaf, variable)
 
     def as_variable(value: Any) -> Any:
-        return value if is_variable(value) else from_skeleton(tx, value, [], {}, spec)
+        return value if is_variable(value) else from_skeleton(tx, value, [], {}, spec, markers)
 
-    if name == "walk" and f_node is not None:
+    if name == "walk" and f_node is not None:  # optree rebuilds no node: no marker
 
         def node(node_type: Any, node_data: Any, children: Any) -> Any:
             parts = making.new_tuple([as_variable(child) for child in children])
@@ -323,7 +330,7 @@ def _spec_callbacks(
         run = lambda: spec.walk(slots, node, leaf)  # noqa: E731
     else:  # walk without f_node rebuilds each node, as traverse does
         node_rebuilt = None if f_node is None else (lambda n: call(tx, f_node, as_variable(n)))
-        run = lambda: spec.traverse(slots, node_rebuilt, leaf)  # noqa: E731
+        run = lambda: traverse(spec, slots, markers, node_rebuilt, leaf)  # noqa: E731
     try:
         result = run()
     except (ValueError, TypeError) as error:  # optree's own error, raised eagerly

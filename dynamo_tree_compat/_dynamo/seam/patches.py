@@ -20,6 +20,7 @@ from . import capabilities, internals
 from .types import Translator, Variable
 
 __all__ = [
+    "break_where_a_generator_leaves",
     "count_graphs",
     "end_frame",
     "forget_skips",
@@ -100,6 +101,45 @@ def give_mapping_proxies_a_type(applies: Callable[[], bool]) -> Callable[[], Non
         return original(self)
 
     return put_own(proxies, "python_type", python_type)
+
+
+def break_where_a_generator_leaves(is_ours: Callable[[Any], bool]) -> Callable[[], None] | None:
+    """Dynamo reads a generator that a compiled function returns to its end, into a
+    look-alike iterator (a tuple_iterator). Where the generator's code is one that
+    ``is_ours`` accepts (a twin's), the graph ends there instead, and the frame runs
+    eagerly: the caller gets the library's own iterator. Returns how to undo it; None
+    where this Dynamo has no such step (a generator that leaves a graph there is read
+    whole elsewhere, or not at all).
+    """
+    try:
+        owner = importlib.import_module("torch._dynamo.symbolic_convert").InstructionTranslator
+        original = owner.__dict__["replace_tos_if_return_is_generator"]
+        functions = importlib.import_module("torch._dynamo.variables.functions")
+        generators = functions.LocalGeneratorObjectVariable
+    except Exception:  # noqa: BLE001 - moved: nothing to change
+        return None
+
+    def replace_tos_if_return_is_generator(self: Any) -> Any:
+        leaving = None
+        try:
+            stack = internals.read(self, "stack", None) or [None]
+            if isinstance(stack[-1], generators) and is_ours(internals.call(stack[-1], "get_code")):
+                leaving = internals.call(stack[-1], "get_name")
+        except internals.dynamo_errors():
+            raise
+        except Exception as error:  # noqa: BLE001 - ours: Dynamo's own step stands
+            step_aside("the check of a generator leaving the graph", error)
+        if leaving is not None:
+            internals.graph_break(
+                "a twin's generator leaves the graph",
+                leaving,
+                "Dynamo would read it whole into another kind of iterator; the library's "
+                "own iterator is made eagerly instead.",
+                "Read the iterator inside the compiled function, or return a list of it.",
+            )
+        return original(self)
+
+    return put_own(owner, "replace_tos_if_return_is_generator", replace_tos_if_return_is_generator)
 
 
 def put_own(owner: type, name: str, new: Any) -> Callable[[], None]:
