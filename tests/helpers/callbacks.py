@@ -27,7 +27,8 @@ __all__ = ["NODE_LOG", "NS", "STRAYS", "Node", "describe", "noted", "package_typ
 
 #: The namespace :class:`Node` is registered in with optree.
 NS = "dtc-callbacks"
-#: What the custom nodes' flatten and unflatten functions were given, in order.
+#: Every callback's call, the custom nodes' flatten and unflatten functions' too, in one
+#: order: how they interleave.
 NODE_LOG: list[Any] = []
 #: The callbacks called for real while tracing, on the package's own objects.
 STRAYS: list[str] = []
@@ -88,18 +89,19 @@ def describe(value: Any) -> Any:
 
 
 def noted(name: str, log: list[Any], result: Callable[..., Any]) -> Callable[..., Any]:
-    """A callback that notes ``(name, what it was given...)`` in ``log`` and returns
-    ``result`` of its arguments.
+    """A callback that notes ``(name, what it was given...)`` in ``log``, and its name in
+    :data:`NODE_LOG`, and returns ``result`` of its arguments.
 
     >>> log = []; double = noted("double", log, lambda v: v * 2)
-    >>> double(3), log
-    (6, [('double', 3)])
+    >>> double(3), log, NODE_LOG[-1]
+    (6, [('double', 3)], 'double')
     """
 
     def callback(*args: Any) -> Any:
         if _placeholder(args):
             STRAYS.append(name)
         log.append((name, *map(describe, args)))
+        NODE_LOG.append(name)
         return result(*args)
 
     return callback

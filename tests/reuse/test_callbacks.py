@@ -51,7 +51,7 @@ def _changed() -> Any:
 
 
 def _custom() -> Any:
-    return {"n": Node([_x(1), Node([_x(2)], "inner")], "outer"), "l": [_x(3), None]}
+    return {"n": Node([_x(1), Node([_x(2)], "inner")], "outer"), "z": [_x(3), None]}
 
 
 def _double(v: Any) -> Any:
@@ -145,6 +145,9 @@ _OPTREE: dict[str, Call] = {
     "spec.flatten_up_to": lambda s, log: optree.tree_structure(s, namespace=NS).flatten_up_to(s),
     "spec.traverse": lambda s, log: optree.tree_structure(s, namespace=NS).traverse(
         optree.tree_leaves(s, namespace=NS), _f(log, "f_node", lambda n: n), _f(log, "f_leaf")
+    ),
+    "spec.traverse of leaves": lambda s, log: optree.tree_structure(s, namespace=NS).traverse(
+        optree.tree_leaves(s, namespace=NS), None, _f(log, "f_leaf")
     ),
     "spec.walk": lambda s, log: optree.tree_structure(s, namespace=NS).walk(
         optree.tree_leaves(s, namespace=NS), None, _f(log, "f_leaf")

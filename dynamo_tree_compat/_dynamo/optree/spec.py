@@ -328,8 +328,13 @@ def _spec_callbacks(
             return call(tx, f_node, wrap(tx, node_type), wrap(tx, node_data), parts)
 
         run = lambda: spec.walk(slots, node, leaf)  # noqa: E731
-    else:  # walk without f_node rebuilds each node, as traverse does
-        node_rebuilt = None if f_node is None else (lambda n: call(tx, f_node, as_variable(n)))
+    else:  # walk without f_node rebuilds each node, as traverse does: each where optree
+        # would, between the leaf callbacks, so that the user's functions interleave alike
+
+        def node_rebuilt(rebuilt: Any) -> Any:
+            made = as_variable(rebuilt)
+            return made if f_node is None else call(tx, f_node, made)
+
         run = lambda: traverse(spec, slots, markers, node_rebuilt, leaf)  # noqa: E731
     try:
         result = run()
