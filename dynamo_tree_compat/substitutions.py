@@ -180,6 +180,9 @@ OPTREE: tuple[Substitution, ...] = (
     # Dynamo's max and min take a key function only over constant values.
     Substitution("optree", "optree", "tree_max", optree_twins.tree_max),
     Substitution("optree", "optree", "tree_min", optree_twins.tree_min),
+    # Dynamo's sum of values known while tracing fails inside Dynamo where an addition
+    # raises (an internal error): the twin adds one by one there.
+    Substitution("optree", "optree", "tree_sum", optree_twins.tree_sum),
     Substitution(
         "optree",
         "optree.ops",

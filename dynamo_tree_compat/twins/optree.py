@@ -24,6 +24,7 @@ __all__ = [
     "tree_map_with_path_",
     "tree_max",
     "tree_min",
+    "tree_sum",
 ]
 
 #: Emptied by each tree_iter generator as it starts: a change to an object that exists
@@ -207,6 +208,49 @@ def _extreme(
         if (leaf_key > best_key) if builtin is max else (leaf_key < best_key):
             best, best_key = leaf, leaf_key
     return best
+
+
+#: The numbers Python's ``sum`` adds by itself (and, from 3.12, floats with compensation).
+_NUMBERS = (bool, int, float, complex)
+
+
+def tree_sum(
+    tree: Any,
+    /,
+    start: Any = 0,
+    is_leaf: Callable[[Any], bool] | None = None,
+    *,
+    none_is_leaf: bool = False,
+    namespace: str = "",
+) -> Any:
+    """``start`` and the leaves of ``tree`` added, as optree's ``tree_sum``.
+
+    Over numbers alone, ``sum`` itself; else the same additions one by one, in ``sum``'s
+    order: Dynamo's ``sum`` of values known while tracing fails inside Dynamo (an
+    internal error) where one addition raises, where ``+`` raises the user's error.
+
+    >>> tree_sum({"x": 1, "y": (2, None)}), tree_sum({"b": [1], "a": [2]}, start=[], is_leaf=lambda v: type(v) is list)
+    (3, [2, 1])
+    >>> tree_sum([1, None], none_is_leaf=True)
+    Traceback (most recent call last):
+    ...
+    TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'
+    """
+    import optree
+
+    leaves = optree.tree_leaves(tree, is_leaf, none_is_leaf=none_is_leaf, namespace=namespace)
+    if isinstance(start, str):
+        return "".join([start, *leaves])
+    if isinstance(start, bytes):
+        return b"".join([start, *leaves])
+    if isinstance(start, bytearray):
+        return bytearray().join([start, *leaves])
+    if all(type(value) in _NUMBERS for value in (start, *leaves)):
+        return sum(leaves, start)
+    total = start
+    for leaf in leaves:
+        total = total + leaf
+    return total
 
 
 def tree_max(

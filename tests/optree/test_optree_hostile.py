@@ -448,3 +448,35 @@ def test_an_ordereddict_reordered_in_place_is_read_as_optree_reads_it() -> None:
     compiled_read = compiled(read)
     for tree in (moved(), collections.OrderedDict(b=torch.ones(1), a=torch.ones(1)), moved()):
         assert_same_ending(outcome(read, tree), outcome(compiled_read, tree))
+
+
+def test_tree_sum_whose_addition_raises_raises_the_users_error() -> None:
+    """Dynamo's ``sum`` over values known while tracing fails inside Dynamo where an
+    addition raises (an internal error, with no tree call too); ``optree.tree_sum`` ends
+    as eagerly: optree's TypeError, after a graph break."""
+
+    def total(tree: Any) -> Any:
+        return optree.tree_sum(tree, none_is_leaf=True)
+
+    tree = {"x": 1, "y": (2, None)}
+    assert_same_ending(outcome(total, tree), outcome(compiled(total, fullgraph=False), tree))
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="Observed exception"):
+        compiled(lambda t: optree.tree_sum(t, none_is_leaf=True))(tree)
+
+
+
+def test_a_constant_that_holds_a_symbolic_int_is_no_constant() -> None:
+    """A container variable that says it is a constant can hold an int Dynamo made
+    symbolic (automatic dynamic: seen changing); reading it is then no constant (a graph
+    break, the call eager), never an error of the package's (a step aside)."""
+    from dynamo_tree_compat._dynamo.common.reading import NOT_CONSTANT, constant_or
+
+    class HoldsASymbol:
+        def is_python_constant(self) -> bool:
+            return True
+
+        def as_python_constant(self) -> Any:
+            # Dynamo's AsPythonConstantNotImplementedError, a NotImplementedError
+            raise NotImplementedError("SymNodeVariable() is not a constant")
+
+    assert constant_or(HoldsASymbol()) is NOT_CONSTANT

@@ -67,6 +67,8 @@ def same(expected: Any, actual: Any) -> bool:
         )
     if isinstance(expected, (list, tuple)):
         return len(expected) == len(actual) and all(map(same, expected, actual))
+    if isinstance(expected, types.FunctionType):  # a closure made anew: by its code (what
+        return expected.__code__ is actual.__code__  # it does; the suite calls it)
     if type(expected).__eq__ is object.__eq__:  # no equality of its own: what it shows
         return repr(expected) == repr(actual)
     try:

@@ -277,9 +277,13 @@ NOT_CONSTANT: Any = object()
 
 
 def constant_or(variable: VariableTracker, default: Any = NOT_CONSTANT) -> Any:
-    """The constant a variable stands for, or ``default`` where it is not one."""
+    """The constant a variable stands for, or ``default`` where it is not one (a container
+    that says it is one may hold a value Dynamo made symbolic: an int seen changing)."""
     if internals.call(variable, "is_python_constant"):
-        return internals.call(variable, "as_python_constant")
+        try:
+            return internals.call(variable, "as_python_constant")
+        except NotImplementedError:  # Dynamo's AsPythonConstantNotImplementedError
+            return default
     return default
 
 

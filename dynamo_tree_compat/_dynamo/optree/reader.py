@@ -55,8 +55,9 @@ def real(variable: Variable, what: str) -> Any:
     one call to the next (or while tracing) without a guard to see it.
     """
     variable = internals.realized(variable)
-    if internals.call(variable, "is_python_constant"):
-        return internals.call(variable, "as_python_constant")
+    value = constant_or(variable)
+    if value is not NOT_CONSTANT:
+        return value
     for name in ("fn", "value"):
         value = internals.read(variable, name, None)
         if isinstance(value, type) or inspect.isroutine(value):

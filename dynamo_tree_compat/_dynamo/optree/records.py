@@ -152,8 +152,24 @@ def _plain_and_nodes(spec: Any) -> tuple[Any, list[Custom | None]]:
 
 
 def plain(spec: Any) -> Any:
-    """``spec`` with a list where it has a custom node (what a skeleton's marker reads as)."""
-    return _plain_and_nodes(spec)[0]
+    """``spec`` with a list where it has a custom node (what a skeleton's marker reads as);
+    ValueError where a custom node's registration changed since the spec was made."""
+    plain_spec = _plain_and_nodes(spec)[0]
+    if plain_spec is not spec:
+        _check_registrations(spec)
+    return plain_spec
+
+
+def _check_registrations(spec: Any) -> None:
+    """Raises ValueError unless each custom node of ``spec`` is registered now as when the
+    spec was made: optree rebuilds a node with the functions its spec holds, this package
+    with those the registry holds now (optree's equality compares the registrations)."""
+    try:
+        now = _from_records(_records(spec), spec.none_is_leaf, spec.namespace)
+    except Exception as error:  # noqa: BLE001 - unregistered since: optree's own call
+        raise ValueError(f"a custom node no longer registered: {error}") from error
+    if now != spec:
+        raise ValueError("a custom node registered again since the spec was made")
 
 
 def traverse(
@@ -168,6 +184,8 @@ def traverse(
     unflatten function. ``spec.unflatten(leaves)`` is ``traverse(spec, leaves, markers)``.
     """
     plain_spec, nodes = _plain_and_nodes(spec)
+    if plain_spec is not spec:
+        _check_registrations(spec)
     remaining = iter(nodes)
 
     def on_node(node: Any) -> Any:
