@@ -229,8 +229,10 @@ def tree_sum(
     order: Dynamo's ``sum`` of values known while tracing fails inside Dynamo (an
     internal error) where one addition raises, where ``+`` raises the user's error.
 
-    >>> tree_sum({"x": 1, "y": (2, None)}), tree_sum({"b": [1], "a": [2]}, start=[], is_leaf=lambda v: type(v) is list)
-    (3, [2, 1])
+    >>> tree_sum({"x": 1, "y": (2, None)})
+    3
+    >>> tree_sum({"b": [1], "a": [2]}, start=[], is_leaf=lambda v: type(v) is list)
+    [2, 1]
     >>> tree_sum([1, None], none_is_leaf=True)
     Traceback (most recent call last):
     ...

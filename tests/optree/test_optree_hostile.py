@@ -464,7 +464,6 @@ def test_tree_sum_whose_addition_raises_raises_the_users_error() -> None:
         compiled(lambda t: optree.tree_sum(t, none_is_leaf=True))(tree)
 
 
-
 def test_a_constant_that_holds_a_symbolic_int_is_no_constant() -> None:
     """A container variable that says it is a constant can hold an int Dynamo made
     symbolic (automatic dynamic: seen changing); reading it is then no constant (a graph

@@ -151,7 +151,10 @@ class _Compiled:
                     counts.errors_via_break += 1
                 else:
                     counts.breaks += 1
-                    counts.breaks_seen.append(f"{self.name}: {text.splitlines()[0]}")
+                    why = [line.strip() for line in text.splitlines() if "Explanation:" in line]
+                    counts.breaks_seen.append(
+                        f"{self.name}: {' '.join(text.splitlines()[:1] + why[:1])}"
+                    )
             result = self.loose(*args, **kwargs)
         if not callbacks and not self.side_effects:
             try:

@@ -58,13 +58,39 @@ def test_dm_trees_suite_passes_compiled(tmp_path: Path) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-#: optree's tests that fail compiled, package or not, with why (none in the samples run).
-OPTREE_LIMITS: dict[str, str] = {}
-#: How many of optree's tests run: 16 in make test; the wide stage's own test draws one
-#: parametrization of every test function of optree's main files (the long profile:
-#: four; see run.per_function).
+_HELD = (
+    "a graph holds what it was traced with (its guards' objects, and a spec it returns, "
+    "made while tracing) for as long as the compiled code lives, so the test's last "
+    "reference is not the last"
+)
+_NAMESAKE = (
+    "classes made anew in each test, with one qualified name: a spec's guard reads its "
+    "state's repr, where two such classes look alike, so a graph traced with one answers "
+    "for the other (docs/coverage.md); without the package, Dynamo's own handling fails too"
+)
+#: optree's tests that fail compiled, with why: in the per-function sample of the long
+#: profile (none in make test's and the wide stage's samples). All but the first fail
+#: compiled without the package too.
+OPTREE_LIMITS: dict[str, str] = {
+    "test_registry.py::test_unregister_pytree_node_no_reference_leak": _HELD,
+    "test_treespec.py::test_treespec_custom_node_reference_cycle_is_collectable": _HELD,
+    "test_treespec.py::test_treespec_custom_node_reference_cycle_is_collectable_with_repeated_nodes": _HELD,  # noqa: E501
+    "test_treespec.py::test_treespec_shared_registration_refs_are_not_reported": _HELD,
+    "test_treespec.py::test_treespec_shared_registration_is_still_not_reported_with_repeated_nodes": _HELD,  # noqa: E501
+    "test_registry.py::test_unregister_pytree_node_namedtuple": _NAMESAKE,
+    "test_treespec.py::test_treespec_getstate_aliases_custom_node_data": _NAMESAKE,
+    "test_treespec.py::test_treespec_compose_allows_compatible_namespace_merge": _NAMESAKE,
+    "test_treespec.py::test_treespec_compose_rejects_namespace_override_with_different_arity": _NAMESAKE,  # noqa: E501
+    "test_treespec.py::test_frozendict_unsupported_build_surface": (
+        "the test compares optree's functions by identity with their module's, where the "
+        "judge hands it compiled stand-ins"
+    ),
+}
+#: How many of optree's tests run: 16 in make test; the wide stage's own test draws 120
+#: more; the long profile, four parametrizations of every test function of optree's main
+#: files (run.per_function; those failing compiled are in OPTREE_LIMITS).
 OPTREE_SAMPLE = int(os.environ.get("DTC_OPTREE_SAMPLE") or 16)
-WIDE_SAMPLE = -4 if LONG else -1
+WIDE_SAMPLE = -4 if LONG else 120
 OPTREE_SEED = int(os.environ.get("DTC_OPTREE_SEED", "20261205"))
 
 
@@ -110,5 +136,6 @@ def test_optrees_suite_passes_compiled(tmp_path: Path) -> None:
 
 @pytest.mark.wide
 def test_optrees_suite_passes_compiled_in_a_wider_sample(tmp_path: Path) -> None:
-    """Every test function of optree's main files, another seed (CI's wide stage)."""
+    """Another seed's sample, wider (CI's wide stage; the long profile: every test
+    function of optree's main files)."""
     _optrees_suite_passes_compiled(tmp_path, WIDE_SAMPLE, OPTREE_SEED + 1)

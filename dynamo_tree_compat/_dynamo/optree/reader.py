@@ -90,7 +90,10 @@ def items(tx: Translator, variable: Variable) -> list[Any]:
     k = internals.kinds()
     if type(variable) in (k.List, k.Tuple):  # read directly: no call to trace
         return reads.sequence_items(variable)
-    listed = call(tx, list, variable)
+    try:
+        listed = call(tx, list, variable)
+    except NotImplementedError:  # Dynamo's own: a range() of an int it made symbolic
+        return unsupported("optree", "an iterable Dynamo cannot list")
     if type(listed) is not k.List:
         return unsupported("optree", "an iterable Dynamo cannot list")
     return reads.sequence_items(listed)

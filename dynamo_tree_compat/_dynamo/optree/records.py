@@ -166,7 +166,7 @@ def _check_registrations(spec: Any) -> None:
     with those the registry holds now (optree's equality compares the registrations)."""
     try:
         now = _from_records(_records(spec), spec.none_is_leaf, spec.namespace)
-    except Exception as error:  # noqa: BLE001 - unregistered since: optree's own call
+    except Exception as error:  # unregistered since: optree's own call decides
         raise ValueError(f"a custom node no longer registered: {error}") from error
     if now != spec:
         raise ValueError("a custom node registered again since the spec was made")
