@@ -24,7 +24,7 @@ from tests.helpers.breadth import LONG, WIDE
 from tests.helpers.dynamo_support import TORCH, dynamo_traces, new_defaultdict
 from tests.helpers.structures import ReadOnlyMapping
 
-__all__ = ["CALLS", "CHANGES", "CORE", "Change", "changes_for", "leaf"]
+__all__ = ["CALLS", "CHANGES", "CORE", "Change", "changes_for", "keras_tree", "leaf"]
 
 
 def leaf(value: float = 1.0) -> torch.Tensor:
@@ -365,14 +365,21 @@ _PYTREE: dict[str, Callable[[Any], Any] | None] = {
 _PYTREE_HERE = {name: call for name, call in _PYTREE.items() if call is not None}
 
 
-def _keras_calls() -> dict[str, Callable[[Any], Any]]:
-    """``keras.tree``'s functions, where Keras is installed (the torch backend)."""
+def keras_tree() -> Any:
+    """``keras.tree`` on the torch backend, or None where Keras is not installed."""
     os.environ.setdefault("KERAS_BACKEND", "torch")
     try:
         import keras
     except ImportError:
+        return None
+    return keras.tree
+
+
+def _keras_calls() -> dict[str, Callable[[Any], Any]]:
+    """``keras.tree``'s functions, where Keras is installed."""
+    kt = keras_tree()
+    if kt is None:
         return {}
-    kt = keras.tree
     return {
         "is_nested": kt.is_nested,
         "traverse": lambda s: kt.traverse(lambda _: None, s),

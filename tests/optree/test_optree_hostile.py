@@ -479,3 +479,19 @@ def test_a_constant_that_holds_a_symbolic_int_is_no_constant() -> None:
             raise NotImplementedError("SymNodeVariable() is not a constant")
 
     assert constant_or(HoldsASymbol()) is NOT_CONSTANT
+
+
+def test_an_int_dynamo_made_symbolic_is_read_as_its_value() -> None:
+    """An int seen changing between calls becomes symbolic (Dynamo's automatic dynamic): a
+    spec method given one reads its value, guarded, in one graph per value, as Dynamo
+    reads an int that Python code needs whole."""
+    spec = optree.tree_structure([0, (0, 0), [0]])
+
+    def child(index: int, x: torch.Tensor) -> Any:
+        return optree.treespec_child(spec, index), optree.treespec_entry(spec, index), x + 1
+
+    compiled_child = compiled(child)
+    for index in (0, 1, 2, 1, -1):
+        assert_same_ending(
+            outcome(child, index, torch.ones(1)), outcome(compiled_child, index, torch.ones(1))
+        )

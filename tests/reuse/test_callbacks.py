@@ -11,7 +11,6 @@ same order, with the same arguments. No callback runs for real while tracing.
 from __future__ import annotations
 
 import collections
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ import dynamo_tree_compat
 from tests.helpers.callbacks import NODE_LOG, NS, STRAYS, Node, noted
 from tests.helpers.compiling import compiled
 from tests.helpers.dynamo_support import dynamo_traces
+from tests.helpers.reuse import keras_tree
 from tests.helpers.structures import assert_same_ending, outcome
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
@@ -173,12 +173,9 @@ _PYTREE: dict[str, Call] = {
 
 
 def _keras_calls() -> dict[str, Call]:
-    os.environ.setdefault("KERAS_BACKEND", "torch")
-    try:
-        import keras
-    except ImportError:
+    kt = keras_tree()
+    if kt is None:
         return {}
-    kt = keras.tree
     return {
         "map_structure": lambda s, log: kt.map_structure(_f(log), s),
         "map_structure of two": lambda s, log: kt.map_structure(_f(log, result=_add), s, s),

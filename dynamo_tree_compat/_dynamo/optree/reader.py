@@ -55,6 +55,13 @@ def real(variable: Variable, what: str) -> Any:
     one call to the next (or while tracing) without a guard to see it.
     """
     variable = internals.realized(variable)
+    if type(variable) is internals.kinds().Symbol:  # an int seen changing: its value,
+        try:  # guarded, as Dynamo reads one that Python code needs whole
+            value = internals.call(variable, "evaluate_expr")
+        except Exception:  # noqa: BLE001 - one that depends on data: no value here
+            return unsupported(what, "a number that depends on a tensor's data")
+        if type(value) in (bool, int, float):
+            return value
     value = constant_or(variable)
     if value is not NOT_CONSTANT:
         return value

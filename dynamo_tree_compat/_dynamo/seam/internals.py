@@ -71,6 +71,7 @@ READS = frozenset(
         "as_python_constant",
         "call_function",
         "call_method",
+        "evaluate_expr",
         "fn",
         "get_code",
         "get_name",
