@@ -495,3 +495,32 @@ def test_an_int_dynamo_made_symbolic_is_read_as_its_value() -> None:
         assert_same_ending(
             outcome(child, index, torch.ones(1)), outcome(compiled_child, index, torch.ones(1))
         )
+
+
+def test_metadata_that_holds_an_int_seen_changing_is_read_as_its_value() -> None:
+    """A custom node's metadata, a list holding an int that Dynamo made symbolic: read
+    item by item, each int's value guarded, in one graph per value."""
+
+    class Sized:
+        def __init__(self, value: Any, size: int) -> None:
+            self.value, self.size = value, size
+
+    optree.register_pytree_node(
+        Sized,
+        lambda s: ((s.value,), [s.size]),
+        lambda meta, kids: Sized(kids[0], *meta),
+        namespace="sized",
+    )
+    try:
+
+        def leaves_and_spec(size: int, x: torch.Tensor) -> Any:
+            return optree.tree_flatten(Sized(x, size), namespace="sized")
+
+        compiled_call = compiled(leaves_and_spec)
+        for size in (1, 2, 3, 2):
+            assert_same_ending(
+                outcome(leaves_and_spec, size, torch.ones(1)),
+                outcome(compiled_call, size, torch.ones(1)),
+            )
+    finally:
+        optree.unregister_pytree_node(Sized, namespace="sized")

@@ -65,8 +65,15 @@ def real(variable: Variable, what: str) -> Any:
     value = constant_or(variable)
     if value is not NOT_CONSTANT:
         return value
+    k = internals.kinds()
+    if type(variable) in (k.List, k.Tuple):  # one that holds such an int: item by item
+        items = [real(item, what) for item in reads.sequence_items(variable)]
+        return items if type(variable) is k.List else tuple(items)
     for name in ("fn", "value"):
-        value = internals.read(variable, name, None)
+        try:
+            value = internals.read(variable, name, None)
+        except NotImplementedError:  # a container's value: what it holds is not constant
+            continue
         if isinstance(value, type) or inspect.isroutine(value):
             return value
     return unsupported(what, f"{type(variable).__name__} is not known while tracing")
