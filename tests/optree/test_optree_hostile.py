@@ -524,3 +524,20 @@ def test_metadata_that_holds_an_int_seen_changing_is_read_as_its_value() -> None
             )
     finally:
         optree.unregister_pytree_node(Sized, namespace="sized")
+
+
+def test_a_transform_optree_rejects_raises_optrees_error() -> None:
+    """A transform whose callback changes a node's arity: optree's ValueError, after a
+    graph break, never a fault of the package's."""
+    from dynamo_tree_compat._dynamo import Event, counted
+
+    spec = optree.tree_structure([0, 0])
+
+    def transformed(x: torch.Tensor) -> Any:
+        return spec.transform(lambda s: optree.treespec_list([s]), None), x + 1
+
+    assert_same_ending(
+        outcome(transformed, torch.ones(1)),
+        outcome(compiled(transformed, fullgraph=False), torch.ones(1)),
+    )
+    assert not counted(Event.STEPPED_ASIDE)

@@ -307,7 +307,10 @@ def _spec_callbacks(
             node_callback = lambda s: spec_of(call(tx, f_node, wrap(tx, s)))  # noqa: E731
         if f_leaf is not None:
             leaf_callback = lambda s: spec_of(call(tx, f_leaf, wrap(tx, s)))  # noqa: E731
-        return wrap(tx, spec.transform(node_callback, leaf_callback))
+        try:
+            return wrap(tx, spec.transform(node_callback, leaf_callback))
+        except (ValueError, TypeError) as error:  # optree's own error, raised eagerly
+            return unsupported(what, f"optree raises {error!r}")
     if "leaves" not in bound:
         return unsupported(what, "no leaves")
     leaves = items(tx, bound["leaves"])
