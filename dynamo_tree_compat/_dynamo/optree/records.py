@@ -120,7 +120,7 @@ def custom_spec(plain: Any, skeleton: Any, markers: Markers, namespace: str) -> 
     if not markers:
         return plain
     records = _records(plain)
-    nodes = _post_order(skeleton, markers, plain.none_is_leaf, plain.namespace)
+    nodes = _post_order(skeleton, markers, plain.none_is_leaf, namespace)  # its dict order
     if len(nodes) != len(records):  # cannot be: optree read the same skeleton
         raise ValueError("a skeleton read in another order than optree's")
     for index, node in enumerate(nodes):
@@ -136,7 +136,8 @@ def custom_spec(plain: Any, skeleton: Any, markers: Markers, namespace: str) -> 
 
 def _plain_and_nodes(spec: Any) -> tuple[Any, list[Custom | None]]:
     """(``spec`` with a list for each custom node, what each node record was: its custom
-    node, or None), the records in post-order, leaves left out."""
+    node, or None), the records in post-order, leaves left out; ValueError where a custom
+    node's registration changed since the spec was made."""
     records = _records(spec)
     custom, leaf = _kind("CUSTOM"), _kind("LEAF")
     nodes: list[Custom | None] = []
@@ -148,16 +149,14 @@ def _plain_and_nodes(spec: Any) -> tuple[Any, list[Custom | None]]:
             records[index] = (_kind("LIST"), arity, None, None, None, leaves, count, None)
     if not any(nodes):
         return spec, nodes
+    _check_registrations(spec)
     return _from_records(records, spec.none_is_leaf, spec.namespace), nodes
 
 
 def plain(spec: Any) -> Any:
     """``spec`` with a list where it has a custom node (what a skeleton's marker reads as);
     ValueError where a custom node's registration changed since the spec was made."""
-    plain_spec = _plain_and_nodes(spec)[0]
-    if plain_spec is not spec:
-        _check_registrations(spec)
-    return plain_spec
+    return _plain_and_nodes(spec)[0]
 
 
 def _check_registrations(spec: Any) -> None:
@@ -184,8 +183,6 @@ def traverse(
     unflatten function. ``spec.unflatten(leaves)`` is ``traverse(spec, leaves, markers)``.
     """
     plain_spec, nodes = _plain_and_nodes(spec)
-    if plain_spec is not spec:
-        _check_registrations(spec)
     remaining = iter(nodes)
 
     def on_node(node: Any) -> Any:
