@@ -165,6 +165,9 @@ def _entry_kind(entry: Any) -> Any:
         collections.OrderedDict: Kind.ORDEREDDICT,
         collections.defaultdict: Kind.DEFAULTDICT,
         collections.deque: Kind.DEQUE,
+        # the entries every namedtuple and structseq class shares there
+        collections.namedtuple: Kind.NAMEDTUPLE,
+        getattr(optree.typing, "structseq", None): Kind.STRUCTSEQUENCE,
     }
     return builtin.get(entry.type, Kind.CUSTOM)
 

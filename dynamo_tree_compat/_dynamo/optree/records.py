@@ -183,6 +183,10 @@ def traverse(
     unflatten function. ``spec.unflatten(leaves)`` is ``traverse(spec, leaves, markers)``.
     """
     plain_spec, nodes = _plain_and_nodes(spec)
+    if not hasattr(plain_spec, "traverse"):  # optree before 0.14: unflatten, then pair
+        if f_node is not None or f_leaf is not None:
+            raise ValueError("this optree has no PyTreeSpec.traverse")
+        return _unflatten_paired(spec, plain_spec, leaves, markers)
     remaining = iter(nodes)
 
     def on_node(node: Any) -> Any:
@@ -192,6 +196,19 @@ def traverse(
         return node if f_node is None else f_node(node)
 
     return plain_spec.traverse(leaves, on_node, f_leaf)
+
+
+def _unflatten_paired(spec: Any, plain_spec: Any, leaves: list[Any], markers: Markers) -> Any:
+    """``plain_spec.unflatten(leaves)``, each list that stands for one of ``spec``'s custom
+    nodes added to ``markers``: the rebuilt nodes paired with ``spec``'s records, in
+    post-order (``leaves`` are slots: the walk knows them)."""
+    rebuilt = plain_spec.unflatten(leaves)
+    order = _post_order(rebuilt, markers, spec.none_is_leaf, spec.namespace)
+    custom = _kind("CUSTOM")
+    for node, (kind, _, data, entries, cls, *_) in zip(order, _records(spec), strict=True):
+        if kind == custom:
+            markers.add(node, Custom(cls, data, entries))
+    return rebuilt
 
 
 def aligned(spec: Any, skeleton: Any, markers: Markers) -> bool:

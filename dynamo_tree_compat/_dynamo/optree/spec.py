@@ -309,7 +309,8 @@ def _spec_callbacks(
             leaf_callback = lambda s: spec_of(call(tx, f_leaf, wrap(tx, s)))  # noqa: E731
         try:
             return wrap(tx, spec.transform(node_callback, leaf_callback))
-        except (ValueError, TypeError) as error:  # optree's own error, raised eagerly
+        # optree's own error, raised eagerly (AttributeError: an optree with no transform)
+        except (ValueError, TypeError, AttributeError) as error:
             return unsupported(what, f"optree raises {error!r}")
     if "leaves" not in bound:
         return unsupported(what, "no leaves")
