@@ -113,6 +113,17 @@ def _post_order(skeleton: Any, markers: Markers, none_is_leaf: bool, namespace: 
     return order
 
 
+def _paired(
+    tree: Any, records: list[Record], markers: Markers, none_is_leaf: bool, namespace: str
+) -> list[tuple[Any, Record]]:
+    """Each node and leaf of ``tree`` (a skeleton, or one rebuilt from a plain spec) with
+    its record: both in optree's post-order."""
+    nodes = _post_order(tree, markers, none_is_leaf, namespace)
+    if len(nodes) != len(records):  # cannot be: optree read or made the same tree
+        raise ValueError("a tree read in another order than optree's")
+    return list(zip(nodes, records))
+
+
 def custom_spec(plain: Any, skeleton: Any, markers: Markers, namespace: str) -> Any:
     """The spec of the structure ``skeleton`` stands for: ``plain`` (optree's spec of the
     skeleton) with each marker's list record made its custom node's. Such a spec has the
@@ -120,10 +131,8 @@ def custom_spec(plain: Any, skeleton: Any, markers: Markers, namespace: str) -> 
     if not markers:
         return plain
     records = _records(plain)
-    nodes = _post_order(skeleton, markers, plain.none_is_leaf, namespace)  # its dict order
-    if len(nodes) != len(records):  # cannot be: optree read the same skeleton
-        raise ValueError("a skeleton read in another order than optree's")
-    for index, node in enumerate(nodes):
+    paired = _paired(skeleton, records, markers, plain.none_is_leaf, namespace)
+    for index, (node, _) in enumerate(paired):  # the namespace asked for: its dict order
         custom = markers.get(node)
         if custom is not None:
             _, arity, _, _, _, leaves, count, _ = records[index]
@@ -203,9 +212,9 @@ def _unflatten_paired(spec: Any, plain_spec: Any, leaves: list[Any], markers: Ma
     nodes added to ``markers``: the rebuilt nodes paired with ``spec``'s records, in
     post-order (``leaves`` are slots: the walk knows them)."""
     rebuilt = plain_spec.unflatten(leaves)
-    order = _post_order(rebuilt, markers, spec.none_is_leaf, spec.namespace)
     custom = _kind("CUSTOM")
-    for node, (kind, _, data, entries, cls, *_) in zip(order, _records(spec), strict=True):
+    paired = _paired(rebuilt, _records(spec), markers, spec.none_is_leaf, spec.namespace)
+    for node, (kind, _, data, entries, cls, *_) in paired:
         if kind == custom:
             markers.add(node, Custom(cls, data, entries))
     return rebuilt
