@@ -16,7 +16,7 @@ import operator
 import sys
 from typing import Any
 
-from .common.guards import flag_is_on, guard_flag, spec_text_source
+from .common.guards import flag_is_on, guard_flag, guard_spec
 from .common.reading import dynamo_own_errors, too_deep
 from .common.scope import for_a_tree
 from .optree.spec import (
@@ -60,7 +60,7 @@ def _ours(builder: Builder, value: Any, flag_path: str, wrap: Any) -> Any:
         if flag_is_on(flag_path):
             internals.guard_type(source)
             try:
-                internals.guard_constant(spec_text_source(source))
+                guard_spec(source, value)
             except internals.Missing:  # torch 2.5: no guard on a call; the very same spec
                 internals.guard_id(source)
             return spec_variable_class()(value, source=source)

@@ -190,6 +190,34 @@ def test_eager_specs_are_read_inside_and_guarded_by_value() -> None:
     assert len(_debug_get_cache_entry_list(body)) == (3 if by_value else 4)
 
 
+def _namesake(kind: str) -> type:
+    """A class made anew, with the qualified name every call gives it."""
+    if kind == "namedtuple":
+        return collections.namedtuple("Namesake", "a b")
+
+    class Namesake:
+        def __init__(self, a: Any, b: Any) -> None:
+            self.a, self.b = a, b
+
+    optree.register_pytree_node(
+        Namesake, lambda n: ((n.a, n.b), None, None), lambda _, c: Namesake(*c), namespace=NS
+    )
+    return Namesake
+
+
+@pytest.mark.parametrize("kind", ["namedtuple", "custom"])
+def test_specs_of_namesake_classes_are_told_apart(kind: str) -> None:
+    def body(spec: Any, x: torch.Tensor) -> Any:
+        return type(optree.tree_unflatten(spec, [x, x + 1]))
+
+    step = torch.compile(body, fullgraph=True, backend="eager")
+    x = torch.ones(1)
+    for _ in range(2):  # each with one repr, one qualified name: the same spec as text
+        cls = _namesake(kind)
+        spec = optree.tree_structure(cls(0, 1), namespace=NS)
+        assert step(spec, x) is body(spec, x) is cls
+
+
 def test_dict_order_mode_is_guarded() -> None:
     def body(x: torch.Tensor) -> Any:
         return optree.tree_flatten(new_defaultdict(list, [("b", x), ("a", x + 1)]), namespace="o")

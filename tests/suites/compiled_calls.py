@@ -69,10 +69,17 @@ def same(expected: Any, actual: Any) -> bool:
         return len(expected) == len(actual) and all(map(same, expected, actual))
     if isinstance(expected, types.FunctionType):  # a closure made anew: by its code (what
         return expected.__code__ is actual.__code__  # it does; the suite calls it)
-    if type(expected).__eq__ is object.__eq__:  # no equality of its own: what it shows
+    plain_repr = type(expected).__repr__ is object.__repr__  # its address: new each call
+    if type(expected).__eq__ is object.__eq__:  # no equality of its own: what it holds
+        if plain_repr and hasattr(expected, "__dict__"):
+            try:
+                return same(vars(expected), vars(actual))
+            except RecursionError:  # it holds itself
+                return False
         return repr(expected) == repr(actual)
+    shown = plain_repr or repr(expected) == repr(actual)  # what it shows counts too
     try:
-        return bool(expected == actual) and repr(expected) == repr(actual)
+        return bool(expected == actual) and shown
     except Exception:  # noqa: BLE001 - an equality that raises: compare what it shows
         return repr(expected) == repr(actual)
 

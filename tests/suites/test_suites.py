@@ -63,11 +63,6 @@ _HELD = (
     "made while tracing) for as long as the compiled code lives, so the test's last "
     "reference is not the last"
 )
-_NAMESAKE = (
-    "classes made anew in each test, with one qualified name: a spec's guard reads its "
-    "state's repr, where two such classes look alike, so a graph traced with one answers "
-    "for the other (docs/coverage.md); without the package, Dynamo's own handling fails too"
-)
 #: optree's tests that fail compiled, with why: in the per-function sample of the long
 #: profile (none in make test's and the wide stage's samples). All but the first fail
 #: compiled without the package too.
@@ -77,10 +72,6 @@ OPTREE_LIMITS: dict[str, str] = {
     "test_treespec.py::test_treespec_custom_node_reference_cycle_is_collectable_with_repeated_nodes": _HELD,  # noqa: E501
     "test_treespec.py::test_treespec_shared_registration_refs_are_not_reported": _HELD,
     "test_treespec.py::test_treespec_shared_registration_is_still_not_reported_with_repeated_nodes": _HELD,  # noqa: E501
-    "test_registry.py::test_unregister_pytree_node_namedtuple": _NAMESAKE,
-    "test_treespec.py::test_treespec_getstate_aliases_custom_node_data": _NAMESAKE,
-    "test_treespec.py::test_treespec_compose_allows_compatible_namespace_merge": _NAMESAKE,
-    "test_treespec.py::test_treespec_compose_rejects_namespace_override_with_different_arity": _NAMESAKE,  # noqa: E501
     "test_treespec.py::test_frozendict_unsupported_build_surface": (
         "the test compares optree's functions by identity with their module's, where the "
         "judge hands it compiled stand-ins"

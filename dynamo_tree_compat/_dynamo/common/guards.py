@@ -21,7 +21,7 @@ __all__ = [
     "guard_dict_order",
     "guard_flag",
     "guard_registration",
-    "spec_text_source",
+    "guard_spec",
 ]
 
 
@@ -115,16 +115,43 @@ def guard_registration(tx: Translator, cls: type, namespace: str) -> None:
     _guard_attribute(tx, REGISTRY_PROBES[key], "state", "__dtc_registration")
 
 
-def spec_text_source(source: Source) -> Any:
-    """A guard's source for ``repr(spec.__getstate__())``: all a spec holds, in order.
+def _classes(value: Any, path: tuple[int, ...], depth: int = 2) -> list[tuple[int, ...]]:
+    """The paths to the classes in a record's field (a tuple or list of them, nested).
+
+    >>> _classes((list, ["a", (dict, 1)]), ())
+    [(0,), (1, 1, 0)]
+    """
+    if isinstance(value, type):
+        return [path]
+    if depth < 0 or type(value) not in (tuple, list):
+        return []
+    nested = (_classes(item, (*path, i), depth - 1) for i, item in enumerate(value))
+    return [found for paths in nested for found in paths]
+
+
+def guard_spec(source: Source, spec: Any) -> None:
+    """Guards a spec that comes in by what it holds: ``repr(spec.__getstate__())`` and the
+    identity of each class in it. Raises :class:`~..seam.internals.Missing` on torch 2.5.
 
     Two specs can be equal, with equal ``repr``, and still unflatten a dict's keys in
-    different orders; optree's pickled state keeps that order. (Where a spec has no
+    different orders; optree's pickled state keeps that order. Two classes made anew with
+    one qualified name share a ``repr``, so each class the state holds (a custom node's,
+    a namedtuple's, a default factory) is guarded by identity. (Where a spec has no
     ``__getstate__``, its ``repr`` stands in.)
     """
     import optree
 
-    attr, call = internals.sources().Attr, internals.call_no_args_source
-    if hasattr(optree.PyTreeSpec, "__getstate__"):
-        return call(attr(call(attr(source, "__getstate__")), "__repr__"))
-    return call(attr(source, "__repr__"))
+    s = internals.sources()
+    attr, call = s.Attr, internals.call_no_args_source
+    if not hasattr(optree.PyTreeSpec, "__getstate__"):
+        internals.guard_constant(call(attr(source, "__repr__")))
+        return
+    state = call(attr(source, "__getstate__"))
+    internals.guard_constant(call(attr(state, "__repr__")))
+    for index, record in enumerate(spec.__getstate__()[0]):
+        for field in (2, 4):  # the node's data, and a custom node's class
+            for path in _classes(record[field], (0, index, field)):
+                item = state
+                for step in path:
+                    item = s.Item(item, step)
+                internals.guard_id(item)

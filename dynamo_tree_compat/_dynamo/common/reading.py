@@ -116,6 +116,12 @@ class Node(NamedTuple):
     children: list[Any]  # the children's variables; [] for a leaf
 
 
+def _node(kind: int, variable: Variable, keys: list[DictKey] | None, children: list[Any]) -> Node:
+    """A :class:`Node`, made as a plain tuple is (a NamedTuple's own ``__new__`` is Python
+    code, a frame per node of every structure read)."""
+    return tuple.__new__(Node, (kind, variable, keys, children))
+
+
 def node(
     variable: Variable, sort: bool = True, leaf: Callable[[Variable], bool] | None = None
 ) -> Node:
@@ -131,7 +137,7 @@ def node(
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
         kind = LIST if cls is k.List else TUPLE
-        return Node(kind, variable, None, reads.sequence_items(variable))
+        return _node(kind, variable, None, reads.sequence_items(variable))
     if cls is k.Dict and reads.dict_class(variable) is dict:
         entries = []
         for key_variable, tracker, value in reads.dict_entries(variable):
@@ -152,14 +158,14 @@ def node(
         except TypeError:  # unsortable keys: the twin raises dm-tree's error
             raise Fallback from None
         keys = [DictKey(*entry[:3]) for entry in entries]
-        return Node(DICT, variable, keys, [entry[3] for entry in entries])
+        return _node(DICT, variable, keys, [entry[3] for entry in entries])
     if (
         (cls is k.Tensor and internals.call(variable, "python_type") in k.tensor_types)
         or (cls is k.Constant and type(reads.constant_value(variable)) in CONSTANT_TYPES)
         or cls is k.Symbol
         or (leaf is not None and leaf(variable))
     ):
-        return Node(LEAF, variable, None, [])
+        return _node(LEAF, variable, None, [])
     raise Fallback
 
 

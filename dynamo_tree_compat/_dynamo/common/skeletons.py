@@ -36,8 +36,9 @@ def skeleton_of(
             return None
         leaves.append(first)
         return len(leaves) - 1
-    if any(first is container for container in above):
-        raise cycle
+    for container in above:  # a loop, not any(): no generator made per node
+        if first is container:
+            raise cycle
     if len(above) >= FAST_PATH_MAX_DEPTH:
         raise Fallback
     above.append(first)

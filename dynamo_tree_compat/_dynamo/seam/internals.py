@@ -368,6 +368,7 @@ def dynamo_errors() -> tuple[type[BaseException], ...]:
 
 
 @_cached
+@_cached
 def sources() -> types.SimpleNamespace:
     """Dynamo's guard sources and guard kinds. Raises :class:`Missing`."""
     try:
@@ -377,6 +378,7 @@ def sources() -> types.SimpleNamespace:
         found = types.SimpleNamespace(
             Attr=source.AttrSource,
             Global=source.GlobalSource,
+            Item=source.GetItemSource,
             # torch 2.6 and later; without it, no guard on a spec's contents
             CallNoArgs=getattr(source, "CallFunctionNoArgsSource", None),
             install=install_guard,

@@ -87,6 +87,8 @@ def guard_own_orders(variables: Iterable[Variable]) -> None:
     and dicts they hold, by its own order (:func:`guard_own_order`). Only what Dynamo has
     built already: one it builds later, for a tree function, is guarded then (the
     builder hook)."""
+    if internals.sources().CallNoArgs is None:  # torch 2.5: Dynamo's own guard reads it
+        return
     k = internals.kinds()
     containers, leaves = (k.List, k.Tuple, k.Dict), (k.Tensor, k.Constant, k.Symbol)
     stack, seen = list(variables), set()
