@@ -19,6 +19,7 @@ import torch
 import wrapt
 
 import dynamo_tree_compat
+import dynamo_tree_compat.dmtree
 from dynamo_tree_compat import _dynamo, config
 from dynamo_tree_compat._dynamo.dmtree import fast as dmtree_fast
 from dynamo_tree_compat._dynamo.runtime import Event

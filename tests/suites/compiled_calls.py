@@ -193,7 +193,28 @@ def stand_in(
         if inspect.isfunction(function) or inspect.isbuiltin(function):
             compiled = _Compiled(f"{label}.{name}", function, counts, name in side_effects)
             setattr(made, name, _function_of(made, function, compiled))
+    _alias_in_submodules(module, made)
     return made
+
+
+def _alias_in_submodules(module: types.ModuleType, made: types.ModuleType) -> None:
+    """Each submodule ``made`` holds (``optree.treespec``) as a stand-in too, where it
+    holds one of the functions made a stand-in above under another name
+    (``optree.treespec.frozendict is optree.treespec_frozendict``)."""
+    replaced = {
+        id(original): getattr(made, name)
+        for name, original in vars(module).items()
+        if getattr(made, name) is not original
+    }
+    prefix = module.__name__ + "."
+    for name, value in vars(module).items():
+        if not isinstance(value, types.ModuleType) or not value.__name__.startswith(prefix):
+            continue
+        aliases = {k: replaced[id(v)] for k, v in vars(value).items() if id(v) in replaced}
+        if aliases:
+            sub = types.ModuleType(value.__name__)
+            sub.__dict__.update(vars(value), **aliases)
+            setattr(made, name, sub)
 
 
 def _function_of(made: types.ModuleType, function: Any, compiled: _Compiled) -> Any:

@@ -72,10 +72,6 @@ OPTREE_LIMITS: dict[str, str] = {
     "test_treespec.py::test_treespec_custom_node_reference_cycle_is_collectable_with_repeated_nodes": _HELD,  # noqa: E501
     "test_treespec.py::test_treespec_shared_registration_refs_are_not_reported": _HELD,
     "test_treespec.py::test_treespec_shared_registration_is_still_not_reported_with_repeated_nodes": _HELD,  # noqa: E501
-    "test_treespec.py::test_frozendict_unsupported_build_surface": (
-        "the test compares optree's functions by identity with their module's, where the "
-        "judge hands it compiled stand-ins"
-    ),
 }
 #: How many of optree's tests run: 16 in make test; the wide stage's own test draws 120
 #: more; the long profile, four parametrizations of every test function of optree's main

@@ -148,10 +148,12 @@ def guard_spec(source: Source, spec: Any) -> None:
         return
     state = call(attr(source, "__getstate__"))
     internals.guard_constant(call(attr(state, "__repr__")))
-    for index, record in enumerate(spec.__getstate__()[0]):
-        for field in (2, 4):  # the node's data, and a custom node's class
-            for path in _classes(record[field], (0, index, field)):
-                item = state
-                for step in path:
-                    item = s.Item(item, step)
-                internals.guard_id(item)
+    records = spec.__getstate__()
+    records = records[0] if type(records) is tuple and records else ()
+    for index, record in enumerate(records if type(records) is tuple else ()):
+        # Its class, a namedtuple's or structseq's, a default factory: wherever it sits.
+        for path in _classes(record, (0, index), depth=3):
+            item = state
+            for step in path:
+                item = s.Item(item, step)
+            internals.guard_id(item)
