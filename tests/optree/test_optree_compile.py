@@ -251,6 +251,30 @@ def test_registering_a_class_later_recompiles() -> None:
     assert step(x) == body(x) == 2
 
 
+def test_the_whole_registry_is_read_in_the_graph_and_guarded() -> None:
+    class Later:
+        pass
+
+    def body(x: torch.Tensor) -> Any:
+        found = optree.register_pytree_node.get(namespace="whole")
+        return x + len(found), found
+
+    step = compiled(body)
+    x = torch.ones(1)
+    for registered in (False, True, False):  # a class registered, then unregistered
+        if registered:
+            optree.register_pytree_node(
+                Later, lambda o: ((), None), lambda _, c: Later(), namespace="whole"
+            )
+        elif Later in optree.register_pytree_node.get(namespace="whole"):
+            optree.unregister_pytree_node(Later, namespace="whole")
+        total, found = step(x)
+        expected_total, expected = body(x)
+        assert found == expected and list(found) == list(expected)
+        assert found is not step(x)[1]  # a new dict each call, as optree makes
+        assert (Later in found) is registered and total.item() == expected_total.item()
+
+
 @needs_dynamo("deque maxlen")  # rebuilt in the graph
 def test_a_deque_input_keeps_its_maxlen_and_custom_nodes_their_paths() -> None:
     def body(tree: Any) -> Any:

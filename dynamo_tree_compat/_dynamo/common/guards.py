@@ -21,6 +21,7 @@ __all__ = [
     "guard_dict_order",
     "guard_flag",
     "guard_registration",
+    "guard_registry",
     "guard_spec",
 ]
 
@@ -104,6 +105,30 @@ def _registry_probe(cls: type, namespace: str) -> Callable[[], tuple[int, int] |
         return None if entry is None else (id(entry.flatten_func), id(entry.unflatten_func))
 
     return probe
+
+
+def _registry_of(namespace: str) -> tuple[tuple[int, int, int], ...]:
+    """What optree's registry holds for ``namespace`` (its own entries and the global
+    ones), by identity, in its order.
+
+    >>> _registry_of("no such namespace") == _registry_of("")
+    True
+    """
+    import optree
+
+    return tuple(
+        (id(cls), id(entry.flatten_func), id(entry.unflatten_func))
+        for cls, entry in optree.register_pytree_node.get(namespace=namespace).items()
+    )
+
+
+def guard_registry(tx: Translator, namespace: str) -> None:
+    """Recompiles when any class is registered or unregistered with optree in
+    ``namespace`` or the global namespace (a read of the whole registry)."""
+    key = f"*|{namespace}"
+    if key not in REGISTRY_PROBES:
+        REGISTRY_PROBES[key] = _Probe(lambda: _registry_of(namespace))
+    _guard_attribute(tx, REGISTRY_PROBES[key], "state", "__dtc_registration")
 
 
 def guard_registration(tx: Translator, cls: type, namespace: str) -> None:

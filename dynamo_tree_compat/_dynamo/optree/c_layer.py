@@ -13,7 +13,7 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
-from ..common.guards import guard_dict_order, guard_registration
+from ..common.guards import guard_dict_order, guard_registration, guard_registry
 from ..common.reading import is_variable, tree_options, unsupported
 from ..seam import internals, making, reads
 from ..seam.types import Handler, Translator, Variable
@@ -178,11 +178,18 @@ def registry_get(tx: Translator, args: list[Variable], kwargs: dict[str, Variabl
     import optree
 
     what = "optree.register_pytree_node.get"
-    if len(args) != 1 or set(kwargs) - {"namespace"}:
+    if len(args) > 1 or set(kwargs) - {"namespace"}:
         return unsupported(what, "arguments this package does not read")
-    cls = real(args[0], what)
+    cls = real(args[0], what) if args else None
     namespace = real(kwargs["namespace"], what) if "namespace" in kwargs else ""
-    if not isinstance(cls, type) or not isinstance(namespace, str):
+    if not isinstance(namespace, str):
+        return unsupported(what, "a namespace string is wanted")
+    if cls is None:  # the whole registry of the namespace: a new dict, as optree makes
+        guard_registry(tx, namespace)
+        guard_dict_order(tx, namespace)
+        found = optree.register_pytree_node.get(namespace=namespace)
+        return making.new_dict([(wrap(tx, key), wrap(tx, entry)) for key, entry in found.items()])
+    if not isinstance(cls, type):
         return unsupported(what, "a class and a namespace string are wanted")
     guard_registration(tx, cls, namespace)
     if cls in (dict, collections.defaultdict):
