@@ -9,6 +9,8 @@ with ``fullgraph=False`` and must end in optree's own result or error.
 from __future__ import annotations
 
 import collections
+import re
+import threading
 from collections import abc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +19,7 @@ import attr
 import pytest
 import torch
 
+import dynamo_tree_compat
 from tests.helpers.compiling import compiled
 from tests.helpers.dynamo_support import (
     dynamo_traces,
@@ -448,6 +451,38 @@ def test_an_ordereddict_reordered_in_place_is_read_as_optree_reads_it() -> None:
     compiled_read = compiled(read)
     for tree in (moved(), collections.OrderedDict(b=torch.ones(1), a=torch.ones(1)), moved()):
         assert_same_ending(outcome(read, tree), outcome(compiled_read, tree))
+
+
+_LOCK = threading.Lock()
+
+
+def _enters_a_lock(x: torch.Tensor) -> Any:
+    with _LOCK:  # what optree's register_pytree_node and unregister_pytree_node do
+        return x + 1
+
+
+def _makes_an_optree_partial(x: torch.Tensor) -> Any:
+    return optree.functools.partial(max, x)
+
+
+@pytest.mark.parametrize(
+    ("program", "explanation"),
+    [
+        (_enters_a_lock, "lock"),  # each release words it its own way, naming it
+        (_makes_an_optree_partial, "optree.functools.partial"),
+    ],
+    ids=["registry lock", "optree partial"],
+)
+def test_dynamos_own_limits_the_package_leaves_are_limits_with_no_tree_call(
+    program: Callable[[torch.Tensor], Any], explanation: str
+) -> None:
+    """The optree calls that still break the graph where eager returns do what Dynamo
+    cannot do in code with no tree call, with or without the package (docs/coverage.md):
+    enter the registry's lock (registering, unregistering), build an optree partial."""
+    for scope in (dynamo_tree_compat.disabled(), dynamo_tree_compat.enabled()):
+        torch._dynamo.reset()
+        with scope, pytest.raises(torch._dynamo.exc.Unsupported, match=re.escape(explanation)):
+            torch.compile(program, backend="eager", fullgraph=True)(torch.ones(1))
 
 
 def test_tree_sum_whose_addition_raises_raises_the_users_error() -> None:
