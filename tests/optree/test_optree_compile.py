@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import inspect
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -249,6 +251,32 @@ def test_registering_a_class_later_recompiles() -> None:
     finally:
         optree.unregister_pytree_node(Later, namespace="later")
     assert step(x) == body(x) == 2
+
+
+def test_a_spec_returned_is_new_each_call_and_holds_no_class_after() -> None:
+    """As eager optree: each call returns a new spec, and a class made in a function's
+    scope is freed once its caller lets go (the compiled code holds it weakly)."""
+
+    def make() -> type:
+        class Local:
+            def __init__(self, value: Any) -> None:
+                self.value = value
+
+        optree.register_pytree_node(
+            Local, lambda o: ((o.value,), None), lambda _, c: Local(*c), namespace="local"
+        )
+        return Local
+
+    step = compiled(lambda tree: optree.tree_flatten(tree, namespace="local"))
+    cls = make()
+    held = weakref.ref(cls)
+    (leaves, spec), (_, again) = step([cls(torch.ones(1))]), step([cls(torch.ones(1))])
+    assert spec == again == optree.tree_structure([cls(0)], namespace="local")
+    assert spec is not again and len(leaves) == 1
+    optree.unregister_pytree_node(cls, namespace="local")
+    del cls, spec, again
+    gc.collect()
+    assert held() is None
 
 
 def test_the_whole_registry_is_read_in_the_graph_and_guarded() -> None:

@@ -58,21 +58,9 @@ def test_dm_trees_suite_passes_compiled(tmp_path: Path) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-_HELD = (
-    "a graph holds what it was traced with (its guards' objects, and a spec it returns, "
-    "made while tracing) for as long as the compiled code lives, so the test's last "
-    "reference is not the last"
-)
 #: optree's tests that fail compiled, with why: in the per-function sample of the long
-#: profile (none in make test's and the wide stage's samples). All but the first fail
-#: compiled without the package too.
-OPTREE_LIMITS: dict[str, str] = {
-    "test_registry.py::test_unregister_pytree_node_no_reference_leak": _HELD,
-    "test_treespec.py::test_treespec_custom_node_reference_cycle_is_collectable": _HELD,
-    "test_treespec.py::test_treespec_custom_node_reference_cycle_is_collectable_with_repeated_nodes": _HELD,  # noqa: E501
-    "test_treespec.py::test_treespec_shared_registration_refs_are_not_reported": _HELD,
-    "test_treespec.py::test_treespec_shared_registration_is_still_not_reported_with_repeated_nodes": _HELD,  # noqa: E501
-}
+#: profile (none in make test's and the wide stage's samples). None fail now.
+OPTREE_LIMITS: dict[str, str] = {}
 #: How many of optree's tests run: 16 in make test; the wide stage's own test draws 120
 #: more; the long profile, four parametrizations of every test function of optree's main
 #: files (run.per_function; those failing compiled are in OPTREE_LIMITS).

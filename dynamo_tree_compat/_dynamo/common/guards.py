@@ -17,6 +17,7 @@ from ..seam import internals
 from ..seam.types import Source, Translator
 
 __all__ = [
+    "class_paths",
     "flag_is_on",
     "guard_dict_order",
     "guard_flag",
@@ -140,17 +141,17 @@ def guard_registration(tx: Translator, cls: type, namespace: str) -> None:
     _guard_attribute(tx, REGISTRY_PROBES[key], "state", "__dtc_registration")
 
 
-def _classes(value: Any, path: tuple[int, ...], depth: int = 2) -> list[tuple[int, ...]]:
+def class_paths(value: Any, path: tuple[int, ...], depth: int = 2) -> list[tuple[int, ...]]:
     """The paths to the classes in a record's field (a tuple or list of them, nested).
 
-    >>> _classes((list, ["a", (dict, 1)]), ())
+    >>> class_paths((list, ["a", (dict, 1)]), ())
     [(0,), (1, 1, 0)]
     """
     if isinstance(value, type):
         return [path]
     if depth < 0 or type(value) not in (tuple, list):
         return []
-    nested = (_classes(item, (*path, i), depth - 1) for i, item in enumerate(value))
+    nested = (class_paths(item, (*path, i), depth - 1) for i, item in enumerate(value))
     return [found for paths in nested for found in paths]
 
 
@@ -177,7 +178,7 @@ def guard_spec(source: Source, spec: Any) -> None:
     records = records[0] if type(records) is tuple and records else ()
     for index, record in enumerate(records if type(records) is tuple else ()):
         # Its class, a namedtuple's or structseq's, a default factory: wherever it sits.
-        for path in _classes(record, (0, index), depth=3):
+        for path in class_paths(record, (0, index), depth=3):
             item = state
             for step in path:
                 item = s.Item(item, step)

@@ -8,7 +8,7 @@ from ..seam import internals
 from ..seam.types import Codegen
 from .reading import breaks_on_error
 
-__all__ = ["HeldConstant"]
+__all__ = ["HeldConstant", "load_held"]
 
 
 class HeldConstant:
@@ -25,4 +25,9 @@ class HeldConstant:
 
     @breaks_on_error("reconstructing a constant of the graph")
     def reconstruct(self, codegen: Codegen) -> None:
-        internals.load_global(codegen, "__dtc_constant", self.value)
+        load_held(codegen, self.value)
+
+
+def load_held(codegen: Codegen, value: Any) -> None:
+    """Makes ``codegen`` load ``value`` itself, a global of the compiled code."""
+    internals.load_global(codegen, "__dtc_constant", value)

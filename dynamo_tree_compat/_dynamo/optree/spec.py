@@ -16,11 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..common.guards import guard_dict_order
-from ..common.held import HeldConstant
+from ..common.held import HeldConstant, load_held
 from ..common.reading import breaks_on_error, constant_or, is_none, is_variable, unsupported
 from ..seam import internals, making, patches
-from ..seam.types import Translator, Variable
+from ..seam.types import Codegen, Translator, Variable
 from . import reader as optree_reader
+from .fresh import fresh_spec
 from .reader import Reader, call, from_skeleton, items, real, unflatten
 from .records import Markers, Slot, aligned, plain, traverse
 
@@ -99,6 +100,15 @@ def spec_variable_class() -> type:
 
         def __repr__(self) -> str:
             return f"TreeSpecVariable({self.value!r})"
+
+        @breaks_on_error("reconstructing a tree spec")
+        def reconstruct(self, codegen: Codegen) -> None:
+            # One that names a class: a new spec each call, the classes held weakly.
+            made = fresh_spec(self.value)
+            if made is None:
+                load_held(codegen, self.value)
+            else:
+                internals.push_call_of_global(codegen, "__dtc_fresh_spec", made)
 
         def python_type(self) -> type:
             return type(self.value)

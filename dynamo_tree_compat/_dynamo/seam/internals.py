@@ -517,6 +517,15 @@ def load_global(codegen: Codegen, prefix: str, value: Any) -> None:
     codegen.append_output(codegen.create_load_global(name, add=True))
 
 
+def push_call_of_global(codegen: Codegen, prefix: str, function: Callable[[], Any]) -> None:
+    """Makes ``codegen`` push ``function()``: a global of the compiled code, called with
+    no argument each time the code runs."""
+    from torch._dynamo.bytecode_transformation import create_call_function
+
+    codegen.add_push_null(lambda: load_global(codegen, prefix, function))
+    codegen.extend_output(create_call_function(0, False))
+
+
 def nonvar_fields(*names: str) -> set[str]:
     """A VariableTracker subclass's ``_nonvar_fields``, with ``names`` added."""
     return {*names, *kinds().Base._nonvar_fields}
