@@ -116,12 +116,6 @@ class Node(NamedTuple):
     children: list[Any]  # the children's variables; [] for a leaf
 
 
-def _node(kind: int, variable: Variable, keys: list[DictKey] | None, children: list[Any]) -> Node:
-    """A :class:`Node`, made as a plain tuple is (a NamedTuple's own ``__new__`` is Python
-    code, a frame per node of every structure read)."""
-    return tuple.__new__(Node, (kind, variable, keys, children))
-
-
 def node(
     variable: Variable, sort: bool = True, leaf: Callable[[Variable], bool] | None = None
 ) -> Node:
@@ -130,14 +124,16 @@ def node(
     Dict keys come sorted, as dm-tree takes them, or with ``sort=False`` in insertion
     order (optree's C code then orders them itself). Raises :class:`Fallback` on
     anything but an exact list, tuple or dict, a tensor or a constant, or a value
-    ``leaf`` says is a leaf (the library's own rule for other objects).
+    ``leaf`` says is a leaf (the library's own rule for other objects). Each
+    :class:`Node` is made as a plain tuple is: a NamedTuple's own ``__new__`` is Python
+    code, a frame per node of every structure read.
     """
     k = internals.kinds()
     variable = internals.realized(variable)
     cls = type(variable)
     if cls is k.List or cls is k.Tuple:
         kind = LIST if cls is k.List else TUPLE
-        return _node(kind, variable, None, reads.sequence_items(variable))
+        return tuple.__new__(Node, (kind, variable, None, reads.sequence_items(variable)))
     if cls is k.Dict and reads.dict_class(variable) is dict:
         entries = []
         for key_variable, tracker, value in reads.dict_entries(variable):
@@ -158,14 +154,14 @@ def node(
         except TypeError:  # unsortable keys: the twin raises dm-tree's error
             raise Fallback from None
         keys = [DictKey(*entry[:3]) for entry in entries]
-        return _node(DICT, variable, keys, [entry[3] for entry in entries])
+        return tuple.__new__(Node, (DICT, variable, keys, [entry[3] for entry in entries]))
     if (
         (cls is k.Tensor and internals.call(variable, "python_type") in k.tensor_types)
         or (cls is k.Constant and type(reads.constant_value(variable)) in CONSTANT_TYPES)
         or cls is k.Symbol
         or (leaf is not None and leaf(variable))
     ):
-        return _node(LEAF, variable, None, [])
+        return tuple.__new__(Node, (LEAF, variable, None, []))
     raise Fallback
 
 

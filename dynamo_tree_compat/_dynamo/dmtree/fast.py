@@ -12,7 +12,9 @@ The walks are iterative, so they go as deep as dm-tree's traced limit
 
 from __future__ import annotations
 
+import functools
 from collections import abc
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ...twins import dmtree
@@ -100,10 +102,9 @@ def _object_leaf(variable: Variable) -> bool:
         return False
 
 
-def _node(variable: Variable) -> Node:
-    """``reading.node`` by dm-tree's rule: any other object that is no structure is a
-    leaf."""
-    return node(variable, leaf=_object_leaf)
+#: ``reading.node`` by dm-tree's rule: any other object that is no structure is a leaf
+#: (a partial: no frame of its own per node read).
+_node: Callable[[Variable], Node] = functools.partial(node, leaf=_object_leaf)
 
 
 def _walk(
