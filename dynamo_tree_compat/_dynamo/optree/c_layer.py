@@ -184,10 +184,15 @@ def registry_get(tx: Translator, args: list[Variable], kwargs: dict[str, Variabl
     namespace = real(kwargs["namespace"], what) if "namespace" in kwargs else ""
     if not isinstance(namespace, str):
         return unsupported(what, "a namespace string is wanted")
-    if cls is None:  # the whole registry of the namespace: a new dict, as optree makes
+    if cls is None:  # the whole registry of the namespace (optree 0.14 on): a new dict
+        try:
+            found = optree.register_pytree_node.get(*[None] * len(args), namespace=namespace)
+        except TypeError as error:  # optree 0.13 wants a class
+            return unsupported(what, f"optree raises {error!r}")
         guard_registry(tx, namespace)
         guard_dict_order(tx, namespace)
-        found = optree.register_pytree_node.get(namespace=namespace)
+        if type(found) is not dict:
+            return wrap(tx, found)
         return making.new_dict([(wrap(tx, key), wrap(tx, entry)) for key, entry in found.items()])
     if not isinstance(cls, type):
         return unsupported(what, "a class and a namespace string are wanted")
