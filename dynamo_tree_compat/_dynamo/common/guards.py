@@ -24,6 +24,7 @@ __all__ = [
     "guard_registration",
     "guard_registry",
     "guard_spec",
+    "state_class_paths",
 ]
 
 
@@ -174,12 +175,28 @@ def guard_spec(source: Source, spec: Any) -> None:
         return
     state = call(attr(source, "__getstate__"))
     internals.guard_constant(call(attr(state, "__repr__")))
-    records = spec.__getstate__()
-    records = records[0] if type(records) is tuple and records else ()
-    for index, record in enumerate(records if type(records) is tuple else ()):
-        # Its class, a namedtuple's or structseq's, a default factory: wherever it sits.
-        for path in class_paths(record, (0, index), depth=3):
-            item = state
-            for step in path:
-                item = s.Item(item, step)
-            internals.guard_id(item)
+    for path in state_class_paths(spec.__getstate__()):
+        item = state
+        for step in path:
+            item = s.Item(item, step)
+        internals.guard_id(item)
+
+
+def state_class_paths(state: Any) -> list[tuple[int, ...]]:
+    """The paths to the classes in a spec's state (``PyTreeSpec.__getstate__``): a custom
+    node's, a namedtuple's or structseq's, a default factory, wherever each sits in its
+    record; none where the state is not a tuple of records first.
+
+    >>> import collections, optree
+    >>> Pair = collections.namedtuple("Pair", "a b")
+    >>> state_class_paths(optree.tree_structure([Pair(1, 2)]).__getstate__())
+    [(0, 2, 2)]
+    """
+    records = state[0] if type(state) is tuple and state else ()
+    if type(records) is not tuple:
+        return []
+    return [
+        found
+        for index, record in enumerate(records)
+        for found in class_paths(record, (0, index), depth=3)
+    ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ..common.guards import class_paths
+from ..common.guards import state_class_paths
 
 __all__ = ["FreshSpec", "fresh_spec"]
 
@@ -83,12 +83,7 @@ def fresh_spec(spec: Any) -> FreshSpec | None:
         return None
     try:
         state = spec.__getstate__()
-        records = state[0]
-        paths = [
-            found
-            for index, record in enumerate(records)
-            for found in class_paths(record, (0, index), depth=3)
-        ]
+        paths = state_class_paths(state)
         if not paths:
             return None
         made = FreshSpec(state, paths)
