@@ -368,7 +368,6 @@ def dynamo_errors() -> tuple[type[BaseException], ...]:
 
 
 @_cached
-@_cached
 def sources() -> types.SimpleNamespace:
     """Dynamo's guard sources and guard kinds. Raises :class:`Missing`."""
     try:
