@@ -73,20 +73,23 @@ integration-keras: $(KERAS_STAMP) $(KERAS_NEW_STAMP)
 
 ## Real RLlib (ray[rllib] 2.60.0) under torch.compile, in its own environment: a PPO
 ## learner built by RLlib, its training step compiled (tests/integration/test_rllib.py).
+## Its tests are independent (each builds its own learner; those that start Ray start
+## their own local cluster), WORKERS at a time.
 RLLIB_VENV ?= .venv-rllib
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 $(RLLIB_STAMP): pyproject.toml constraints-rllib.txt
 	$(PYTHON) -m venv $(RLLIB_VENV)
 	$(RLLIB_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(RLLIB_VENV)/bin/python -m pip install --quiet -c constraints-rllib.txt -e . \
-		'ray[rllib]' pytest hypothesis
+		'ray[rllib]' pytest pytest-xdist hypothesis
 	touch $(RLLIB_STAMP)
 
 ## The integration and matrix environments alone (CI builds them while make test runs).
 integration-environments: $(KERAS_STAMP) $(KERAS_NEW_STAMP) $(RLLIB_STAMP) $(MATRIX_STAMP)
 
 integration-rllib: $(RLLIB_STAMP)
-	$(RLLIB_VENV)/bin/python -m pytest -q -s -o addopts= tests/integration/test_rllib.py
+	$(RLLIB_VENV)/bin/python -m pytest -q -s -o addopts= -n $(WORKERS) --maxschedchunk=1 \
+		tests/integration/test_rllib.py
 
 ## The version matrix: one environment without dm-tree and optree, then with dm-tree only,
 ## then with the oldest optree supported, where the optree suites run, then optree only.

@@ -25,8 +25,9 @@ from dynamo_tree_compat._dynamo.dmtree import fast as dmtree_fast
 from dynamo_tree_compat._dynamo.runtime import Event
 from dynamo_tree_compat._dynamo.seam import internals, variables
 from tests.helpers.compiling import compiled, stats
+from tests.helpers.dmtree_calls import FAST_CALLS
 from tests.helpers.dynamo_support import needs_dynamo, new_defaultdict
-from tests.helpers.leaves import UserLeaf, leaf_function
+from tests.helpers.leaves import UserLeaf
 from tests.helpers.structures import assert_identical, deep_recursion, outcome
 
 tree = pytest.importorskip("tree")
@@ -39,31 +40,7 @@ def benchmark_structure(x: torch.Tensor) -> dict[str, Any]:
     return {f"k{i}": [(x, x + i)] for i in range(5, 0, -1)}
 
 
-CALLS: dict[str, Callable[[Any], Any]] = {
-    "tree.is_nested": tree.is_nested,
-    "tree.flatten": tree.flatten,
-    "tree.flatten_with_path": tree.flatten_with_path,
-    "tree.assert_same_structure": lambda s: tree.assert_same_structure(s, s),
-    "tree.map_structure": lambda s: tree.map_structure(
-        lambda a, b: (b, a), s, s, check_types=False
-    ),
-    "tree.map_structure_with_path": lambda s: tree.map_structure_with_path(
-        lambda path, v: (path, v), s
-    ),
-    "tree.flatten_up_to": lambda s: tree.flatten_up_to({key: None for key in s}, s),
-    "tree.flatten_with_path_up_to": lambda s: tree.flatten_with_path_up_to(s, s, False),
-    "tree.map_structure_up_to": lambda s: tree.map_structure_up_to(
-        {key: None for key in s}, lambda a, b: (b, a), s, s, check_types=True
-    ),
-    "tree.map_structure_with_path_up_to": lambda s: tree.map_structure_with_path_up_to(
-        s, lambda path, v: (path, v), s
-    ),
-    "tree.unflatten_as": lambda s: tree.unflatten_as(s, tuple(range(len(tree.flatten(s))))),
-    "tree.traverse": lambda s: tree.traverse(lambda v: "list" if type(v) is list else None, s),
-    "tree.traverse_with_path": lambda s: tree.traverse_with_path(
-        lambda path, v: (path, v) if len(path) == 2 else None, s, top_down=False
-    ),
-}
+CALLS = FAST_CALLS
 
 
 def test_every_fast_path_is_exercised() -> None:
@@ -98,34 +75,6 @@ def test_taken_for_inputs_with_constants_symbols_and_parameters(name: str) -> No
 class Module(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
-
-
-def _object_leaves(x: torch.Tensor) -> dict[Any, Any]:
-    """A structure of objects dm-tree takes as leaves, as RLlib's hold them: classes (of
-    an ABC too), user objects, modules, functions, builtins."""
-    return {
-        "class": [UserLeaf, torch.distributions.Normal, collections.abc.Sequence],
-        "objects": (UserLeaf(x), torch.distributions.Normal(x, 1.0, validate_args=False)),
-        "callables": [leaf_function, torch.tanh, len],
-        "module": {"m": MODULE},
-    }
-
-
-MODULE = Module()
-
-
-@pytest.mark.parametrize("inside", [True, False], ids=["built inside", "passed in"])
-@pytest.mark.parametrize("name", sorted(CALLS))
-def test_taken_for_objects_dm_tree_takes_as_leaves(name: str, inside: bool) -> None:
-    call = CALLS[name]
-    x = torch.ones(2)
-    if inside:
-        body: Callable[..., Any] = lambda x: call(_object_leaves(x))  # noqa: E731
-        args: tuple[Any, ...] = (x,)
-    else:
-        body, args = call, (_object_leaves(x),)
-    assert_identical(body(*args), compiled(lambda *a: body(*a))(*args))
-    assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)
 
 
 class Posing:

@@ -96,8 +96,8 @@ def test_self_referencing_list_built_inside_compiled_code() -> None:
         torch.compile(function, backend="eager")(torch.ones(1))
 
 
-def test_half_a_million_leaves() -> None:
-    structure = {f"k{i}": [i, (i,)] for i in range(250_000)}
+def test_a_hundred_thousand_leaves() -> None:
+    structure = {f"k{i}": [i, (i,)] for i in range(50_000)}
     assert dmtree.flatten(structure) == tree.flatten(structure)
     assert_identical(tree.map_structure(abs, structure), dmtree.map_structure(abs, structure))
     dmtree.assert_same_structure(structure, structure)

@@ -1,7 +1,9 @@
 """RLlib's structures under torch.compile: leaves that are classes (distribution
-classes), functions, user objects (distribution instances) and ``torch.distributions``
-instances, passed in and made in the graph, through every common dm-tree and optree
-call. One graph (``fullgraph=True``) on every release, results as eager.
+classes, an ABC), functions, builtins, modules, user objects (distribution instances)
+and ``torch.distributions`` instances, passed in and made in the graph, through every
+dm-tree call with a fast path and the common optree calls. One graph
+(``fullgraph=True``) on every release, results as eager; dm-tree's calls on the fast
+path, which takes such objects as leaves, with no fallback to the twin.
 
 On torch 2.5 the dm-tree twin's attrs check once read ``cls.__class__`` of a class leaf,
 which that Dynamo cannot do: eight breaks per RLlib learner step.
@@ -9,44 +11,46 @@ which that Dynamo cannot do: eight breaks per RLlib learner step.
 
 from __future__ import annotations
 
+import collections.abc
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 
+from dynamo_tree_compat._dynamo.runtime import Event
+from tests.helpers.compiling import stats
+from tests.helpers.dmtree_calls import FAST_CALLS
 from tests.helpers.leaves import UserLeaf, leaf_function
 from tests.helpers.structures import assert_identical
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+
+class Module(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+MODULE = Module()
 tree = pytest.importorskip("tree")
 
 
 def structure(x: torch.Tensor) -> dict[str, Any]:
     """What RLlib's distributions and learners nest: classes, functions, objects."""
     return {
-        "classes": [UserLeaf, torch.distributions.Normal, torch.distributions.Categorical],
+        "classes": [UserLeaf, torch.distributions.Normal, collections.abc.Sequence],
         "functions": (leaf_function, torch.tanh, len),
+        "module": {"m": MODULE},
         "object": UserLeaf(x * 2),
         "distribution": torch.distributions.Normal(x, 1.0, validate_args=False),
         "tensor": x,
     }
 
 
-def _is_tensor(leaf: Any) -> bool:
-    return isinstance(leaf, torch.Tensor)
-
-
 CALLS: dict[str, Callable[[Any], Any]] = {
-    "tree.flatten": lambda s: tree.flatten(s),
-    "tree.map_structure": lambda s: tree.map_structure(lambda v: v, s),
-    "tree.map_structure two": lambda s: tree.map_structure(lambda a, b: a, s, s),
-    "tree.map_structure_with_path": lambda s: tree.map_structure_with_path(lambda p, v: (p, v), s),
-    "tree.unflatten_as": lambda s: tree.unflatten_as(s, tree.flatten(s)),
-    "tree.assert_same_structure": lambda s: tree.assert_same_structure(s, s),
-    "tree.is_nested": lambda s: [tree.is_nested(leaf) for leaf in tree.flatten(s)],
-    "tree.flatten_with_path": lambda s: tree.flatten_with_path(s),
-    "tree.traverse": lambda s: tree.traverse(lambda v: None, s),
-    "tree.flatten_up_to": lambda s: tree.flatten_up_to(s, s),
+    **FAST_CALLS,
+    "tree.is_nested of each leaf": lambda s: [tree.is_nested(leaf) for leaf in tree.flatten(s)],
 }
 try:
     import optree
@@ -93,3 +97,5 @@ def test_rllib_leaves_trace_in_one_graph(name: str, made: str) -> None:
         actual = torch.compile(function, backend=counting, fullgraph=True)(x)
     assert len(graphs) == 1
     assert_identical(expected, actual)
+    if name in FAST_CALLS:
+        assert name in stats(Event.TAKEN) and not stats(Event.FALLBACK)

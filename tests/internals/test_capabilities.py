@@ -264,13 +264,13 @@ def test_concurrent_writers_leave_one_whole_cache_file(tmp_path: pathlib.Path) -
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(3)
+        for _ in range(2)
     ]
     outputs = [writer.communicate(timeout=600) for writer in writers]
-    assert [writer.returncode for writer in writers] == [0, 0, 0], outputs
+    assert [writer.returncode for writer in writers] == [0, 0], outputs
     [cached] = tmp_path.iterdir()  # no temporary file left behind
     answers = [json.loads(out.splitlines()[-1])[2] for out, _ in outputs]
-    assert json.loads(cached.read_text())["answers"] == answers[0] == answers[1] == answers[2]
+    assert json.loads(cached.read_text())["answers"] == answers[0] == answers[1]
 
 
 #: Where capabilities are named: the package, its tests and benchmarks.
