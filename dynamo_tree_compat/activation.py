@@ -14,6 +14,8 @@ Dynamo's compile lock), so no compile sees half a change.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import importlib.machinery
 import importlib.util
 import os
@@ -30,7 +32,10 @@ from ._dynamo.seam.lock import DYNAMO_MODULE, compile_lock
 
 __all__ = [
     "ENV_SWITCH",
+    "STATE",
     "DynamoTreeCompatWarning",
+    "Registration",
+    "State",
     "activate",
     "disabled",
     "enabled",
@@ -48,15 +53,53 @@ LIBRARY_MODULES = (
     *(f"keras.src.tree.{layer}_impl" for layer in ("torchtree", "optree")),
 )
 
-_globally_enabled = False
-# Open scopes, oldest first, as (token, on); scopes in threads need not nest.
-_scopes: list[tuple[object, bool]] = []
-#: How the package was activated: "import", "autoload", "install()", or None.
-activated_by: str | None = None
-#: Whether the post-import hook is armed (by activation or a scope).
-armed = False
-_warned = False
-_lock = threading.RLock()
+
+class Registration(enum.Enum):
+    """When the twins register, once the hook is armed."""
+
+    NOT_STARTED = "Dynamo not imported yet"
+    AT_FIRST_FRAME = "at Dynamo's first frame"
+    """Dynamo is imported: the first registration waits for its first frame."""
+    AS_LIBRARIES_LOAD = "now, and as each library loads"
+    """Dynamo took up its first frame (or could not be made to wait for it)."""
+
+
+@dataclasses.dataclass
+class State:
+    """Activation's state, the one object that holds it: each entry point below is a
+    transition, made under :attr:`lock` (and Dynamo's compile lock where a compile could
+    see half a change).
+
+    >>> State().registration is Registration.NOT_STARTED
+    True
+    """
+
+    globally_enabled: bool = False
+    """On by import, autoload or :func:`install`, off by :func:`uninstall`."""
+    scopes: list[tuple[object, bool]] = dataclasses.field(default_factory=list)
+    """Open scopes, oldest first, as (token, on); scopes in threads need not nest."""
+    activated_by: str | None = None
+    """How the package was activated: "import", "autoload", "install()", or None."""
+    armed: bool = False
+    """Whether the post-import hook registers the twins (by activation or a scope)."""
+    recording: bool = False
+    """Whether this process records its graphs and breaks for ``explain``."""
+    warned: bool = False
+    """Whether the package's one warning was given."""
+    registration: Registration = Registration.NOT_STARTED
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
+
+
+#: This process's activation.
+STATE = State()
+
+
+def __getattr__(name: str) -> Any:
+    """``activated_by`` and ``armed``, read from :data:`STATE`, as earlier releases had
+    them."""
+    if name in ("activated_by", "armed"):
+        return getattr(STATE, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class DynamoTreeCompatWarning(RuntimeWarning):
@@ -70,9 +113,8 @@ def switched_off() -> bool:
 
 def warn_once(reason: str) -> None:
     """Issues the package's single warning; later failures stay silent."""
-    global _warned
-    if not _warned:
-        _warned = True
+    if not STATE.warned:
+        STATE.warned = True
         warnings.warn(
             f"dynamo-tree-compat is doing nothing: {reason}", DynamoTreeCompatWarning, stacklevel=3
         )
@@ -146,7 +188,7 @@ class _ImportWatcher:
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if not (armed or recording) or fullname not in self.watched:
+        if not (STATE.armed or STATE.recording) or fullname not in self.watched:
             return None
         for finder in list(sys.meta_path):
             if finder is self or not hasattr(finder, "find_spec"):
@@ -197,36 +239,30 @@ def _spec_of(module_name: str) -> importlib.machinery.ModuleSpec | None:
     return getattr(sys.modules[module_name], "__spec__", None)
 
 
-#: Not empty once Dynamo has taken up its first frame, or registration could not wait.
-_first_frame_seen: list[bool] = []
-#: Not empty once the first registration waits for Dynamo's first frame.
-_waiting: list[bool] = []
-
-
 def _register_at_first_frame() -> None:
     """Defers the first registration to Dynamo's first frame: a process that imports
     Dynamo and never compiles pays nothing more. Where Dynamo's frame check cannot be
     hooked, or this torch is outside the supported releases or cannot substitute (which
     warns at once), registers now."""
-    if _waiting:
+    if STATE.registration is not Registration.NOT_STARTED:
         return
     try:
         if config.torch_in_range(config.any_torch):  # else registering warns now
             _dynamo.substitute_in_graph()  # raises where this torch cannot substitute
             _dynamo.before_each_frame(_first_frame, captures_too=True)
-            _waiting.append(True)
+            STATE.registration = Registration.AT_FIRST_FRAME
             return
     except Exception as error:  # noqa: BLE001 - Dynamo's internals moved: register now
         runtime.LOG.debug("could not wait for Dynamo's first frame: %r", error)
-    _first_frame_seen.append(True)
+    STATE.registration = Registration.AS_LIBRARIES_LOAD
     _register_now(hooked=DYNAMO_MODULE)
 
 
 def _first_frame() -> bool:
     """Run by Dynamo's check of its first frame, before it traces: registers."""
-    _first_frame_seen.append(True)
-    if armed:
-        with _lock:
+    STATE.registration = Registration.AS_LIBRARIES_LOAD
+    if STATE.armed:
+        with STATE.lock:
             _register_now()
         installer = sys.modules.get("dynamo_tree_compat.installer")
         if installer is not None:  # on a build nobody has seen: the trials, now
@@ -238,9 +274,9 @@ def register_pending() -> None:
     """Registers now what waits for Dynamo's first frame (``status()`` asks this, so
     that it reports what a compile would meet). Never raises."""
     try:
-        if _waiting and not _first_frame_seen and armed:
-            _first_frame_seen.append(True)
-            with _lock:
+        if STATE.registration is Registration.AT_FIRST_FRAME and STATE.armed:
+            STATE.registration = Registration.AS_LIBRARIES_LOAD
+            with STATE.lock:
                 _register_now()
     except Exception as error:  # noqa: BLE001 - a report must not break the program
         warn_once(f"registering the twins failed with {type(error).__name__}: {error}")
@@ -250,18 +286,15 @@ def _on_imported(name: str) -> None:
     try:
         if name in originals.MODULES:
             originals.capture(sys.modules.get(name))
-        if armed and not _first_frame_seen and name == DYNAMO_MODULE:
+        stage = STATE.registration
+        if STATE.armed and stage is not Registration.AS_LIBRARIES_LOAD and name == DYNAMO_MODULE:
             _register_at_first_frame()
-        elif armed and (_first_frame_seen or not _waiting):
+        elif STATE.armed and stage is not Registration.AT_FIRST_FRAME:
             _register_now(hooked=name)
-        if recording and name == DYNAMO_MODULE:
+        if STATE.recording and name == DYNAMO_MODULE:
             _start_recording()
     except Exception as error:  # noqa: BLE001 - runs inside the user's import statement
         warn_once(f"the post-import hook for {name} failed: {error}")
-
-
-#: Whether this process records its graphs and breaks for ``explain`` once Dynamo loads.
-recording = False
 
 
 def _start_recording() -> None:
@@ -273,7 +306,7 @@ def _start_recording() -> None:
 def _after_fork() -> None:
     """A forked child (a data-loader worker, a fork-context process) records too."""
     try:
-        if recording and _ready(DYNAMO_MODULE):
+        if STATE.recording and _ready(DYNAMO_MODULE):
             _start_recording()
     except Exception:  # noqa: BLE001 - recording must never break the child
         pass
@@ -283,12 +316,11 @@ def record() -> None:
     """For ``explain``: where it asked (``DYNAMO_TREE_COMPAT_RECORD``), this process
     records its graphs and breaks once Dynamo is imported, whether the package is on or
     off. Elsewhere it does nothing. Never raises."""
-    global recording
-    if recording or not os.environ.get(config.ENV_RECORD):
+    if STATE.recording or not os.environ.get(config.ENV_RECORD):
         return
     try:
-        with _lock:
-            recording = True
+        with STATE.lock:
+            STATE.recording = True
             if _watcher not in sys.meta_path:
                 sys.meta_path.insert(0, _watcher)
             os.register_at_fork(after_in_child=_after_fork)
@@ -300,10 +332,9 @@ def record() -> None:
 
 def arm() -> None:
     """Registers the twins now if their modules are loaded, and as soon as they load."""
-    global armed
-    with _lock:
-        if not armed:
-            armed = True
+    with STATE.lock:
+        if not STATE.armed:
+            STATE.armed = True
             originals.capture_loaded()
             if _watcher not in sys.meta_path:
                 sys.meta_path.insert(0, _watcher)
@@ -315,16 +346,15 @@ def activate(how: str) -> bool:
 
     Returns whether the package is active afterwards. Never raises.
     """
-    global _globally_enabled, activated_by
     record()
     try:
         if switched_off():
             return False
-        with compile_lock(), _lock:
+        with compile_lock(), STATE.lock:
             # The autoload entry point imports the package first: it names the real cause.
-            if activated_by is None or (how == "autoload" and activated_by == "import"):
-                activated_by = how
-            _globally_enabled = True
+            if STATE.activated_by is None or (how, STATE.activated_by) == ("autoload", "import"):
+                STATE.activated_by = how
+            STATE.globally_enabled = True
             _set_mode()
             arm()
         return True
@@ -346,11 +376,10 @@ def install() -> None:
     >>> dynamo_tree_compat.status().mode
     'on'
     """
-    global _globally_enabled, activated_by
-    with compile_lock(), _lock:
-        if activated_by is None:
-            activated_by = "install()"
-        _globally_enabled = True
+    with compile_lock(), STATE.lock:
+        if STATE.activated_by is None:
+            STATE.activated_by = "install()"
+        STATE.globally_enabled = True
         _set_mode()
         arm()
 
@@ -368,12 +397,11 @@ def uninstall() -> None:
     'off'
     >>> dynamo_tree_compat.install()
     """
-    global _globally_enabled, activated_by, armed
-    with compile_lock(), _lock:
-        _globally_enabled = False
+    with compile_lock(), STATE.lock:
+        STATE.globally_enabled = False
         _set_mode()
-        activated_by = None
-        armed = False  # the watcher goes quiet; it stays on sys.meta_path (see above)
+        STATE.activated_by = None
+        STATE.armed = False  # the watcher goes quiet; it stays on sys.meta_path (see above)
         if "dynamo_tree_compat.installer" in sys.modules:
             from . import installer
 
@@ -382,7 +410,7 @@ def uninstall() -> None:
 
 def _set_mode() -> None:
     # The flag the registered gates read and Dynamo guards on.
-    on = _scopes[-1][1] if _scopes else _globally_enabled
+    on = STATE.scopes[-1][1] if STATE.scopes else STATE.globally_enabled
     if on != config.twins_enabled:
         if runtime.TRACED_CODE:  # a frame skipped in one mode is tried again in the other
             _dynamo.forget_skips()
@@ -398,21 +426,21 @@ class _Mode(contextlib.ContextDecorator):
 
     def __enter__(self) -> _Mode:
         token = object()
-        with compile_lock(), _lock:
+        with compile_lock(), STATE.lock:
             if self.on:
                 arm()
             self._tokens.setdefault(threading.get_ident(), []).append(token)
-            _scopes.append((token, self.on))
+            STATE.scopes.append((token, self.on))
             _set_mode()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        with compile_lock(), _lock:
+        with compile_lock(), STATE.lock:
             tokens = self._tokens[threading.get_ident()]
             token = tokens.pop()
             if not tokens:
                 del self._tokens[threading.get_ident()]
-            _scopes[:] = [scope for scope in _scopes if scope[0] is not token]
+            STATE.scopes[:] = [scope for scope in STATE.scopes if scope[0] is not token]
             _set_mode()
 
 

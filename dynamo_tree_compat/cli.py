@@ -295,7 +295,7 @@ def _summary(
             for row in rows
             if row.library == library and row.layer is not Layer.ABSENT
         )
-        if library in _KERAS_LAYERS and LIBRARIES[library][0] not in sys.modules:
+        if library in _KERAS_LAYERS and LIBRARIES[library].module not in sys.modules:
             continue  # Keras is not installed, or uses its other layer
         if len(layers) == 1:  # one layer: one line
             count = sum(layers.values())

@@ -13,6 +13,7 @@ library and Dynamo. What happened to each row is an :class:`~.outcomes.Outcome`,
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 import threading
@@ -31,9 +32,11 @@ from .twins import optree as optree_twins
 __all__ = [
     "MODE_FLAG",
     "NOT_REGISTERED",
+    "PROGRESS",
     "REGISTERED",
     "TORCH_RANGE",
     "UNGUARDED",
+    "Progress",
     "install",
     "needed",
     "torch_out_of_range",
@@ -101,18 +104,33 @@ MODE_FLAG = f"{config.__name__}.twins_enabled"
 UNGUARDED: set[str] = set()
 #: Why a substitution is not registered, by the original's import path.
 NOT_REGISTERED: dict[str, Outcome] = {}
-#: Which groups of helper stand-ins install() has tried ("twins", "optree"): once each
-#: ("optree" again after uninstall() takes its stand-ins back).
-_helpers_tried: set[str] = set()
-#: The stand-ins for optree's own key sort, taken back with optree's twins.
-_optree_helpers: list[tuple[Callable[..., Any], Any]] = []
-#: The stand-ins for the twins' helpers, and whether they were chosen on safe answers
-#: to capabilities that could not be asked yet (:func:`settle` chooses again).
-_twin_helpers_done: list[tuple[Callable[..., Any], Any]] = []
-_provisional: list[bool] = [False]
-_settle_hooked: list[bool] = []
-#: How to take back what install() gave Dynamo itself (a mappingproxy's type).
-_undo_on_uninstall: list[Callable[[], None]] = []
+
+
+@dataclasses.dataclass
+class Progress:
+    """What :func:`install` has done beyond the registrations, so that it does it once
+    and :func:`uninstall` and :func:`settle` can take it back."""
+
+    helpers_tried: set[str] = dataclasses.field(default_factory=set)
+    """Which groups of helper stand-ins were tried ("twins", "optree"): once each
+    ("optree" again after uninstall() takes its stand-ins back)."""
+    optree_helpers: list[tuple[Callable[..., Any], Any]] = dataclasses.field(default_factory=list)
+    """The stand-ins for optree's own key sort, taken back with optree's twins."""
+    twin_helpers: list[tuple[Callable[..., Any], Any]] = dataclasses.field(default_factory=list)
+    """The stand-ins for the twins' helpers."""
+    provisional: bool = False
+    """Whether those were chosen on safe answers to capabilities that could not be asked
+    yet (:func:`settle` chooses again)."""
+    settle_hooked: bool = False
+    """Whether Dynamo's check of each new frame calls :func:`settle`."""
+    patched: bool = False
+    """Whether Dynamo's variables are patched (undone by uninstall())."""
+    undo_on_uninstall: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+    """How to take back what install() gave Dynamo itself (a mappingproxy's type)."""
+
+
+#: This process's progress, changed under :data:`_lock`.
+PROGRESS = Progress()
 _lock = threading.RLock()
 
 
@@ -148,9 +166,10 @@ def install(wait: bool = True) -> dict[str, Outcome]:
         if unsupported is None:
             _dynamo.probe()
         outcomes: dict[str, Outcome] = {}
-        for library, (module_name, is_library, substitutions) in LIBRARIES.items():
+        for name, library in LIBRARIES.items():
+            module_name, is_library = library.module, library.is_library
             module = sys.modules.get(module_name)
-            for substitution in substitutions:
+            for substitution in library.rows:
                 key = substitution.original_name
                 if key in REGISTERED or (key in NOT_REGISTERED and NOT_REGISTERED[key].settled):
                     continue  # registered, or this version of the library lacks or needs none
@@ -166,24 +185,20 @@ def install(wait: bool = True) -> dict[str, Outcome]:
                     _dynamo.LOG.debug("registered the twin of %s", key)
                 else:
                     NOT_REGISTERED[key] = outcome
-            if library == "dm-tree" and any(o.kind is Kind.REGISTERED for o in outcomes.values()):
+            if name == "dm-tree" and any(o.kind is Kind.REGISTERED for o in outcomes.values()):
                 _connect_dmtree(module)
         _install_helpers()
         # Open answers are asked before Dynamo's first frame, never at import.
-        if _provisional[0] and not _settle_hooked:
-            _settle_hooked.append(True)
+        if PROGRESS.provisional and not PROGRESS.settle_hooked:
+            PROGRESS.settle_hooked = True
             try:
                 _dynamo.before_each_frame(settle)
             except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
                 _dynamo.LOG.debug("could not wait for Dynamo's first frame: %r", error)
-        if REGISTERED and not _patched:
-            _patched.append(True)
+        if REGISTERED and not PROGRESS.patched:
+            PROGRESS.patched = True
             _patch_dynamo()
         return outcomes
-
-
-#: Not empty once Dynamo's variables are patched (undone by uninstall()).
-_patched: list[bool] = []
 
 
 def _for_a_tree() -> bool:
@@ -218,7 +233,7 @@ def _patch_dynamo() -> None:
             _dynamo.LOG.debug("could not %s: %r", what, error)
         else:
             if undo is not None:
-                _undo_on_uninstall.append(undo)
+                PROGRESS.undo_on_uninstall.append(undo)
 
 
 def _attempt(
@@ -245,19 +260,19 @@ def _attempt(
 def _install_helpers() -> None:
     """Stand-ins for the twins' own helpers, once; and, while optree's twins are
     registered, for optree's key sort where Dynamo's own sort fails on it."""
-    if REGISTERED and "twins" not in _helpers_tried:
-        _helpers_tried.add("twins")
+    if REGISTERED and "twins" not in PROGRESS.helpers_tried:
+        PROGRESS.helpers_tried.add("twins")
         try:
             helpers = _twin_helpers()
         except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
             _dynamo.LOG.warning("could not make the twins' helpers' stand-ins: %r", error)
             helpers = []
         for helper in helpers:
-            _twin_helpers_done.extend(_substitute_helpers([helper]))
-        _provisional[0] = not _settled()
+            PROGRESS.twin_helpers.extend(_substitute_helpers([helper]))
+        PROGRESS.provisional = not _settled()
     optree_registered = "optree" in _registered_libraries()
-    if optree_registered and "optree" not in _helpers_tried:
-        _helpers_tried.add("optree")
+    if optree_registered and "optree" not in PROGRESS.helpers_tried:
+        PROGRESS.helpers_tried.add("optree")
         sort = getattr(sys.modules.get("optree.utils"), "total_order_sorted", None)
         if sort is None or _dynamo_can(Capability.SORT_RAISES_CLEANLY):
             return
@@ -282,7 +297,7 @@ def _install_helpers() -> None:
         except Exception as error:  # noqa: BLE001 - Dynamo's internals moved
             _dynamo.LOG.warning("could not stand in for optree's key sort: %r", error)
             return
-        _optree_helpers.extend(_substitute_helpers(unit))
+        PROGRESS.optree_helpers.extend(_substitute_helpers(unit))
 
 
 def _twin_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any], bool]]:
@@ -317,7 +332,7 @@ def _settled(ask: bool = False) -> bool:
 
 def provisional() -> bool:
     """Whether the helpers' stand-ins were chosen on answers still open (see settle)."""
-    return _provisional[0]
+    return PROGRESS.provisional
 
 
 def settle() -> bool:
@@ -325,18 +340,18 @@ def settle() -> bool:
     first ``torch.compile`` imports Dynamo halfway through importing inductor, where no
     trial can compile; Dynamo's check of the first frame calls this. Returns whether all
     is settled now."""
-    if not _provisional[0]:
+    if not PROGRESS.provisional:
         return True
     with _dynamo.compile_lock(False) as held, _lock:
         if not held or not _settled(ask=True):
             return False
-        _provisional[0] = False
+        PROGRESS.provisional = False
         _retire_unneeded()
-        while _twin_helpers_done:
-            _dynamo.unsubstitute(*_twin_helpers_done.pop())
-        while _optree_helpers:
-            _dynamo.unsubstitute(*_optree_helpers.pop())
-        _helpers_tried.difference_update(("twins", "optree"))
+        while PROGRESS.twin_helpers:
+            _dynamo.unsubstitute(*PROGRESS.twin_helpers.pop())
+        while PROGRESS.optree_helpers:
+            _dynamo.unsubstitute(*PROGRESS.optree_helpers.pop())
+        PROGRESS.helpers_tried.difference_update(("twins", "optree"))
         _install_helpers()
         return True
 
@@ -344,8 +359,8 @@ def settle() -> bool:
 def _retire_unneeded() -> None:
     """Takes back the twins registered on a safe answer that Dynamo, asked at last, does
     not need (before Dynamo has compiled anything with them)."""
-    for _, (_, _, substitutions) in LIBRARIES.items():
-        for substitution in substitutions:
+    for library in LIBRARIES.values():
+        for substitution in library.rows:
             key = substitution.original_name
             if key not in REGISTERED or substitution.unless_dynamo is None or needed(substitution):
                 continue
@@ -539,13 +554,13 @@ def uninstall() -> list[str]:
                 stuck.append(key)
         if "optree" not in _registered_libraries():
             _dynamo.unhook_builder()  # tree specs coming in: torch's way again
-            while _optree_helpers:
-                _dynamo.unsubstitute(*_optree_helpers.pop())
-            _helpers_tried.discard("optree")
+            while PROGRESS.optree_helpers:
+                _dynamo.unsubstitute(*PROGRESS.optree_helpers.pop())
+            PROGRESS.helpers_tried.discard("optree")
         if not REGISTERED:
-            while _undo_on_uninstall:
-                _undo_on_uninstall.pop()()
-            _patched.clear()
+            while PROGRESS.undo_on_uninstall:
+                PROGRESS.undo_on_uninstall.pop()()
+            PROGRESS.patched = False
         if unguarded_removed:
             _dynamo.reset_compiled_code()
     return stuck

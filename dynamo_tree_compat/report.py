@@ -85,7 +85,7 @@ def status() -> Status:
     return Status(
         versions=versions,
         mode="on" if config.twins_enabled else "off",
-        activated_by=activation.activated_by,
+        activated_by=activation.STATE.activated_by,
         switched_off=activation.switched_off(),
         dynamo_imported=activation.DYNAMO_MODULE in sys.modules,
         outcomes=_outcomes(),
@@ -114,8 +114,9 @@ def _outcomes() -> dict[str, Outcome]:
     from . import installer, substitutions
 
     outcomes = {}
-    for library, (module_name, _, table) in substitutions.LIBRARIES.items():
-        for substitution in table:
+    for library, entry in substitutions.LIBRARIES.items():
+        module_name = entry.module
+        for substitution in entry.rows:
             name = substitution.original_name
             if name in installer.UNGUARDED:
                 outcomes[name] = Outcome(Kind.REGISTERED_UNGUARDED, library, name)
@@ -125,7 +126,7 @@ def _outcomes() -> dict[str, Outcome]:
                 outcomes[name] = installer.NOT_REGISTERED[name]
             elif not activation.importable(module_name):
                 outcomes[name] = _not_installed(library, module_name)
-            elif not activation.armed:
+            elif not activation.STATE.armed:
                 outcomes[name] = Outcome(Kind.NOT_ACTIVATED, library)
             else:  # torch's pytree is loaded with torch: its rows wait for Dynamo
                 waits_for = (

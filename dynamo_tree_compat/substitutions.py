@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import originals
 from ._dynamo import Capability
@@ -44,6 +44,7 @@ __all__ = [
     "LIBRARIES",
     "LIBRARY_OF",
     "OPTREE",
+    "Library",
     "Substitution",
     "library_of_function",
 ]
@@ -317,18 +318,36 @@ def _is_keras_tree_layer(module: Any) -> bool:
     return hasattr(module, "traverse") and hasattr(module, "register_tree_node_class")
 
 
-#: For each mirrored library: its distribution name, import name, check, substitutions.
-LIBRARIES: dict[str, tuple[str, Callable[[Any], bool], tuple[Substitution, ...]]] = {
-    "dm-tree": ("tree", _is_dm_tree, DM_TREE),
-    "optree": ("optree", _is_optree, OPTREE),
-    "torch pytree": ("torch.utils._pytree", _is_torch_pytree, TORCH_PYTREE),
-    "keras.tree": ("keras.src.tree.torchtree_impl", _is_keras_tree_layer, KERAS_TORCHTREE),
-    "keras.tree (optree)": ("keras.src.tree.optree_impl", _is_keras_tree_layer, KERAS_OPTREE),
+class Library(NamedTuple):
+    """A mirrored library: where its functions live, how to tell that a module of that
+    name is it, and its rows.
+
+    >>> LIBRARIES["dm-tree"].module, LIBRARIES["dm-tree"].rows[0].original_name
+    ('tree', 'tree.is_nested')
+    """
+
+    module: str
+    """Import name of the module that holds the originals."""
+    is_library: Callable[[Any], bool]
+    """Whether a module imported under that name is the library (not a namesake)."""
+    rows: tuple[Substitution, ...]
+    """Its substitutions."""
+
+
+#: Each mirrored library, by the name the reports give it.
+LIBRARIES: dict[str, Library] = {
+    "dm-tree": Library("tree", _is_dm_tree, DM_TREE),
+    "optree": Library("optree", _is_optree, OPTREE),
+    "torch pytree": Library("torch.utils._pytree", _is_torch_pytree, TORCH_PYTREE),
+    "keras.tree": Library("keras.src.tree.torchtree_impl", _is_keras_tree_layer, KERAS_TORCHTREE),
+    "keras.tree (optree)": Library(
+        "keras.src.tree.optree_impl", _is_keras_tree_layer, KERAS_OPTREE
+    ),
 }
 
 #: Each original's library, by its import path: a name says nothing of its library.
 LIBRARY_OF: dict[str, str] = {
-    row.original_name: library for library, (_, _, rows) in LIBRARIES.items() for row in rows
+    row.original_name: name for name, library in LIBRARIES.items() for row in library.rows
 }
 
 
@@ -340,7 +359,8 @@ def library_of_function(qualified_name: str) -> str:
     ('optree', '')
     """
     found = ""
-    for library, (module, _, _) in LIBRARIES.items():
+    for name, library in LIBRARIES.items():
+        module = library.module
         if qualified_name.startswith(module + ".") and len(module) > len(found):
-            found, library_found = module, library
+            found, library_found = module, name
     return library_found if found else ""

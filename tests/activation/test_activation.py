@@ -329,7 +329,7 @@ def test_threads_scoping_and_installing_while_dynamo_is_imported() -> None:
         fn = torch.compile(lambda x: tree.flatten([x, (x,)]), backend="eager", fullgraph=True)
         print(errors, sum(t.is_alive() for t in churners),
               set(installer.REGISTERED) == {
-                  s.original_name for _, _, rows in substitutions.LIBRARIES.values() for s in rows
+                  s.original_name for lib in substitutions.LIBRARIES.values() for s in lib.rows
                   if s.original() is not None and installer.needed(s)},
               len(fn(torch.ones(1))))
         """,

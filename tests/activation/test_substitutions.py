@@ -36,9 +36,9 @@ def test_every_substitution_is_registered_here() -> None:
     dynamo_tree_compat.install()
     every = tuple(  # the libraries imported here (Keras's tree layers may not be)
         row
-        for module, _, rows in substitutions.LIBRARIES.values()
-        if module in sys.modules
-        for row in rows
+        for library in substitutions.LIBRARIES.values()
+        if library.module in sys.modules
+        for row in library.rows
     )
     present = {s.original_name for s in every if s.original() is not None and installer.needed(s)}
     assert set(installer.REGISTERED) == present
@@ -273,16 +273,13 @@ def test_an_outcome_for_a_library_not_imported_does_not_outlive_its_cause(
     of libraries not imported too; once it can, those rows are pending again, not stuck
     with the old reason."""
     absent = substitutions.Substitution("dm-tree", "no_such_tree_module", "flatten", None)
-    monkeypatch.setitem(
-        substitutions.LIBRARIES, "absent", ("no_such_tree_module", lambda m: True, (absent,))
-    )
+    library = substitutions.Library("no_such_tree_module", lambda m: True, (absent,))
+    monkeypatch.setitem(substitutions.LIBRARIES, "absent", library)
     monkeypatch.setattr(_dynamo, "substitution_support", lambda: "no substitute_in_graph")
     installer.install()
     assert installer.NOT_REGISTERED[absent.original_name].kind is Kind.SUBSTITUTION_UNAVAILABLE
     monkeypatch.undo()
-    monkeypatch.setitem(
-        substitutions.LIBRARIES, "absent", ("no_such_tree_module", lambda m: True, (absent,))
-    )
+    monkeypatch.setitem(substitutions.LIBRARIES, "absent", library)
     installer.install()
     assert absent.original_name not in installer.NOT_REGISTERED
     monkeypatch.undo()

@@ -13,9 +13,7 @@ from dynamo_tree_compat import substitutions
 from dynamo_tree_compat._dynamo import handlers
 
 ROWS = {
-    row.original_name: row
-    for _, _, library_rows in substitutions.LIBRARIES.values()
-    for row in library_rows
+    row.original_name: row for library in substitutions.LIBRARIES.values() for row in library.rows
 }
 TABLES: dict[str, Mapping[str, object]] = {
     "FAST_PATHS": handlers.FAST_PATHS,

@@ -310,3 +310,42 @@ def test_the_public_dmtree_is_the_twins_api_not_a_second_copy() -> None:
     assert dmtree.flatten is twins.flatten and dmtree._nodes is twins._nodes
     assert not hasattr(dmtree, "__path__")
     assert [name for name in sys.modules if name.startswith(f"{ROOT}.dmtree.")] == []
+
+
+#: Activation's and registration's state: each module's one object, and the tables.
+STATE_HOLDERS = {
+    "dynamo_tree_compat.activation": {"STATE"},
+    "dynamo_tree_compat.installer": {"PROGRESS", "REGISTERED", "UNGUARDED", "NOT_REGISTERED"},
+}
+
+
+def mutable_globals(source: str) -> list[str]:
+    """The module-level names ``source`` rebinds from a function (``global``) or binds to
+    a list, set or dict display, and the names of the functions that rebind them.
+
+    >>> mutable_globals("flags = [False]\\ndef f():\\n    global on\\n    on = True")
+    ['flags', 'on (f)']
+    """
+    tree = ast.parse(source)
+    found = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        value = getattr(node, "value", None)
+        if isinstance(value, (ast.List, ast.Set, ast.Dict, ast.ListComp, ast.DictComp)):
+            found += [t.id for t in targets if isinstance(t, ast.Name) and t.id != "__all__"]
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Global):
+                    found += [f"{name} ({function.name})" for name in node.names]
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(STATE_HOLDERS))
+def test_activation_and_registration_keep_their_state_in_one_object(module: str) -> None:
+    """No flag of their own beside it: a module-level list, set or dict is the state
+    object's or a table, and no function rebinds a module-level name."""
+    found = set(mutable_globals(MODULES[module].read_text()))
+    assert found <= STATE_HOLDERS[module], sorted(found - STATE_HOLDERS[module])

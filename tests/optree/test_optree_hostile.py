@@ -282,7 +282,7 @@ def test_keys_that_are_no_constants_break_the_graph_where_sorting_them_would_fai
 
     if _dynamo.has(_dynamo.Capability.SORT_RAISES_CLEANLY):
         pytest.skip(f"torch {torch.__version__}: Dynamo's own sort raises the TypeError cleanly")
-    stood_in = [helper for helper, _ in installer._optree_helpers]
+    stood_in = [helper for helper, _ in installer.PROGRESS.optree_helpers]
     # optree's sort of a dict's items (for tree_flatten_one_level) passes a key function
     # Dynamo 2.5 cannot call, an operator.itemgetter: it has its stand-in too.
     sorts_items = getattr(optree.registry, "_sorted_items", None)
