@@ -9,8 +9,10 @@ with ``fullgraph=False`` and must end in optree's own result or error.
 from __future__ import annotations
 
 import collections
+import random
 import re
 import threading
+import warnings
 from collections import abc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -465,24 +467,72 @@ def _makes_an_optree_partial(x: torch.Tensor) -> Any:
     return optree.functools.partial(max, x)
 
 
-@pytest.mark.parametrize(
-    ("program", "explanation"),
-    [
-        (_enters_a_lock, "lock"),  # each release words it its own way, naming it
-        (_makes_an_optree_partial, "optree.functools.partial"),
-    ],
-    ids=["registry lock", "optree partial"],
-)
-def test_dynamos_own_limits_the_package_leaves_are_limits_with_no_tree_call(
-    program: Callable[[torch.Tensor], Any], explanation: str
-) -> None:
+class _RankedKey:
+    """A dict key of the user's: it sorts, by its own ``__lt__``."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def __lt__(self, other: _RankedKey) -> bool:
+        return self.rank < other.rank
+
+    def __hash__(self) -> int:
+        return self.rank
+
+
+#: What the optree calls that still break the graph do, in code with no tree call:
+#: (program, its arguments, a word each release's explanation holds, or None).
+_DYNAMOS_OWN_LIMITS: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]], Any]] = {
+    # optree's register_pytree_node and unregister_pytree_node
+    "registry lock": (_enters_a_lock, lambda: (torch.ones(1),), "lock"),
+    "optree partial": (
+        _makes_an_optree_partial,
+        lambda: (torch.ones(1),),
+        "optree.functools.partial",
+    ),
+    # treespec_ordereddict given a zip of keys and specs
+    "a zip passed in": (
+        lambda pairs, x: ([pair for pair in pairs], x + 1),
+        lambda: (zip("ab", "cd"), torch.ones(1)),
+        None,
+    ),
+    # tree_transpose and treespec_transform over a custom node whose flatten returns a zip
+    "hasattr of a zip": (
+        lambda x: (hasattr(zip([x], [x]), "keys"), x + 1),
+        lambda: (torch.ones(1),),
+        None,
+    ),
+    # tree_sum over bytes and bytearrays: optree's sum starts from an empty one
+    "joining bytes": (lambda x: (b"".join([b"a", b"b"]), x + 1), lambda: (torch.ones(1),), None),
+    "an empty bytearray": (lambda x: (bytearray(), x + 1), lambda: (torch.ones(1),), None),
+    # tree_flatten_one_level over a dict whose keys are the user's objects: optree sorts
+    "sorting the user's keys": (
+        lambda table, x: (sorted(table), x + 1),
+        lambda: ({_RankedKey(2): 0, _RankedKey(1): 0}, torch.ones(1)),
+        None,
+    ),
+    # optree's own tests whose mapped function draws at random
+    "random.choice": (
+        lambda x: (random.choice([1, 2]), x + 1),
+        lambda: (torch.ones(1),),
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("limit", sorted(_DYNAMOS_OWN_LIMITS))
+def test_dynamos_own_limits_the_package_leaves_are_limits_with_no_tree_call(limit: str) -> None:
     """The optree calls that still break the graph where eager returns do what Dynamo
     cannot do in code with no tree call, with or without the package (docs/coverage.md):
-    enter the registry's lock (registering, unregistering), build an optree partial."""
+    enter the registry's lock (registering, unregistering), build an optree partial,
+    iterate a zip passed in or ask it for an attribute, join bytes or make a bytearray,
+    sort keys of the user's, draw at random."""
+    program, arguments, explanation = _DYNAMOS_OWN_LIMITS[limit]
     for scope in (dynamo_tree_compat.disabled(), dynamo_tree_compat.enabled()):
         torch._dynamo.reset()
-        with scope, pytest.raises(torch._dynamo.exc.Unsupported, match=re.escape(explanation)):
-            torch.compile(program, backend="eager", fullgraph=True)(torch.ones(1))
+        match = None if explanation is None else re.escape(explanation)
+        with scope, pytest.raises(torch._dynamo.exc.Unsupported, match=match):
+            torch.compile(program, backend="eager", fullgraph=True)(*arguments())
 
 
 def test_tree_sum_whose_addition_raises_raises_the_users_error() -> None:
@@ -578,3 +628,24 @@ def test_a_transform_optree_rejects_raises_optrees_error() -> None:
         outcome(compiled(transformed, fullgraph=False), torch.ones(1)),
     )
     assert not counted(Event.STEPPED_ASIDE)
+
+
+def test_a_leaf_given_as_a_collection_makes_a_leafs_spec_in_one_graph() -> None:
+    """``treespec_from_collection`` of a leaf (a number, a string, bytes): optree makes a
+    leaf's spec, with a warning; compiled, in one graph, one call after another with
+    another leaf or a collection in its place (the warning comes once, as it is made)."""
+
+    def spec_of(collection: Any, x: torch.Tensor) -> Any:
+        return optree.treespec_from_collection(collection), x + 1
+
+    compiled_spec_of = compiled(spec_of)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for collection in (1, "abc", b"x", 2.5, None, 7, (optree.treespec_leaf(),)):
+            expected = outcome(spec_of, collection, torch.ones(1))
+            assert_same_ending(expected, outcome(compiled_spec_of, collection, torch.ones(1)))
+        # A tuple of leaves, no specs: optree's own error, eagerly.
+        expected = outcome(spec_of, ("a", 1), torch.ones(1))
+        assert expected[0] == "raised"
+        actual = outcome(compiled(spec_of, fullgraph=False), ("a", 1), torch.ones(1))
+        assert_same_ending(expected, actual)

@@ -76,7 +76,11 @@ def _c_constant_fold(name: str) -> Callable[..., Any]:
 
         what = f"optree._C.{name}"
         if name == "make_from_collection" and args:
-            args = [_collection_of_specs(tx, args[0], what), *args[1:]]
+            namespace = args[2] if len(args) > 2 else kwargs.get("namespace")
+            namespace = "" if namespace is None else real(namespace, what)
+            if type(namespace) is not str:
+                return unsupported(what, "a namespace string is wanted")
+            args = [_collection_of_specs(tx, args[0], what, namespace), *args[1:]]
         real_args = [real(a, what) if is_variable(a) else a for a in args]
         real_kwargs = {key: real(value, what) for key, value in kwargs.items()}
         if name == "is_dict_insertion_ordered":
@@ -94,8 +98,10 @@ def _c_constant_fold(name: str) -> Callable[..., Any]:
     return handler
 
 
-def _collection_of_specs(tx: Translator, variable: Variable, what: str) -> Any:
-    """A collection (one level of containers) whose children are tree specs, made real."""
+def _collection_of_specs(tx: Translator, variable: Variable, what: str, namespace: str) -> Any:
+    """A collection (one level of containers) whose children are tree specs, made real;
+    a leaf (its class no node in ``namespace``), known while tracing, as it is: optree
+    then makes a leaf's spec (and warns that it was given a leaf)."""
     import optree
 
     variable = internals.realized(variable)
@@ -112,6 +118,9 @@ def _collection_of_specs(tx: Translator, variable: Variable, what: str) -> Any:
         return cls(real_mapping) if cls is not dict else real_mapping
     if cls is type(None):
         return None
+    if optree.register_pytree_node.get(cls, namespace=namespace) is None:
+        guard_registration(tx, cls, namespace)
+        return real(variable, what)
     real_items = [real(item, what) for item in items(tx, variable)]
     if cls in (list, tuple):
         return cls(real_items)
