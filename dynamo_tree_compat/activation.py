@@ -14,7 +14,6 @@ Dynamo's compile lock), so no compile sees half a change.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import importlib.machinery
 import importlib.util
@@ -64,7 +63,6 @@ class Registration(enum.Enum):
     """Dynamo took up its first frame (or could not be made to wait for it)."""
 
 
-@dataclasses.dataclass
 class State:
     """Activation's state, the one object that holds it: each entry point below is a
     transition, made under :attr:`lock` (and Dynamo's compile lock where a compile could
@@ -74,20 +72,21 @@ class State:
     True
     """
 
-    globally_enabled: bool = False
-    """On by import, autoload or :func:`install`, off by :func:`uninstall`."""
-    scopes: list[tuple[object, bool]] = dataclasses.field(default_factory=list)
-    """Open scopes, oldest first, as (token, on); scopes in threads need not nest."""
-    activated_by: str | None = None
-    """How the package was activated: "import", "autoload", "install()", or None."""
-    armed: bool = False
-    """Whether the post-import hook registers the twins (by activation or a scope)."""
-    recording: bool = False
-    """Whether this process records its graphs and breaks for ``explain``."""
-    warned: bool = False
-    """Whether the package's one warning was given."""
-    registration: Registration = Registration.NOT_STARTED
-    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock, repr=False)
+    def __init__(self) -> None:
+        #: On by import, autoload or :func:`install`, off by :func:`uninstall`.
+        self.globally_enabled = False
+        #: Open scopes, oldest first, as (token, on); scopes in threads need not nest.
+        self.scopes: list[tuple[object, bool]] = []
+        #: How the package was activated: "import", "autoload", "install()", or None.
+        self.activated_by: str | None = None
+        #: Whether the post-import hook registers the twins (by activation or a scope).
+        self.armed = False
+        #: Whether this process records its graphs and breaks for ``explain``.
+        self.recording = False
+        #: Whether the package's one warning was given.
+        self.warned = False
+        self.registration = Registration.NOT_STARTED
+        self.lock = threading.RLock()
 
 
 #: This process's activation.
