@@ -75,20 +75,21 @@ def _c_constant_fold(name: str) -> Callable[..., Any]:
         import optree._C
 
         what = f"optree._C.{name}"
-        if name == "make_from_collection" and args:
-            namespace = args[2] if len(args) > 2 else kwargs.get("namespace")
-            namespace = "" if namespace is None else real(namespace, what)
+        namespace = ""
+        if name == "make_from_collection":
+            given = args[2] if len(args) > 2 else kwargs.get("namespace")
+            namespace = "" if given is None else real(given, what)
             if type(namespace) is not str:
                 return unsupported(what, "a namespace string is wanted")
-            args = [_collection_of_specs(tx, args[0], what, namespace), *args[1:]]
+            if args:
+                args = [_collection_of_specs(tx, args[0], what, namespace), *args[1:]]
         real_args = [real(a, what) if is_variable(a) else a for a in args]
         real_kwargs = {key: real(value, what) for key, value in kwargs.items()}
         if name == "is_dict_insertion_ordered":
             namespace = real_args[0] if real_args else real_kwargs.get("namespace", "")
             guard_dict_order(tx, namespace if type(namespace) is str else "")
         elif name == "make_from_collection":  # its dict order, and its spec's namespace
-            namespace = real_args[2] if len(real_args) > 2 else real_kwargs.get("namespace", "")
-            guard_dict_order(tx, namespace if type(namespace) is str else "")
+            guard_dict_order(tx, namespace)
         try:
             result = getattr(optree._C, name)(*real_args, **real_kwargs)
         except Exception as error:  # noqa: BLE001 - optree's own error, raised eagerly
